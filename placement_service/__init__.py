@@ -1,0 +1,14 @@
+"""Placement service and the history-based policy core.
+
+Sub-packages:
+- ``core``: pure policy (clustering, class selection, replica placement, DAG analysis); numbers in,
+  decisions out, no I/O.
+- ``traces``: reading, validating and generating utilization / reimage / inventory traces.
+- ``server``: the placement service (gRPC + HTTP/JSON, durable state).
+- ``capacity``: RAS-style reservations and the harvestable (elastic) set.
+- ``sim``: the trace-driven simulator that drives the same policy core.
+"""
+
+
+class HarvestError(Exception):
+    """Base class of every error this project raises on purpose (bad input, infeasible request)."""

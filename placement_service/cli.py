@@ -1,0 +1,65 @@
+"""The ``harvest`` command: one entry point, sub-commands registered by each package.
+
+Each module in ``_COMMAND_MODULES`` exposes ``register(subparsers)``; it adds its sub-commands with
+``set_defaults(func=handler)`` where ``handler(args) -> int`` returns the exit status. Handlers import
+heavy dependencies lazily so that ``harvest --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from placement_service import HarvestError
+
+_COMMAND_MODULES: tuple[str, ...] = (
+    "placement_service.traces.cli",  # generate
+    "placement_service.core.cli_cluster",  # cluster
+    "placement_service.core.cli_decide",  # select, place
+    "placement_service.server.cli",  # serve
+    "placement_service.sim.cli",  # sim schedule|durability|availability
+    "placement_service.capacity.cli",  # ras solve|explain|generate
+    "agent.cli",  # agent
+    "scheduler_plugin.cli",  # hive, route, capacity-scheduler, ...
+    "placement_service.demo",  # demo
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harvest",
+        description=(
+            "Harvest spare CPU, memory and disk of primary tenants' servers for Hadoop batch work. "
+            "Run 'harvest <command> --help' for each command."
+        ),
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    subparsers = parser.add_subparsers(dest="command", metavar="<command>")
+    for name in _COMMAND_MODULES:
+        module = importlib.import_module(name)
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except HarvestError as exc:
+        print(f"harvest {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
