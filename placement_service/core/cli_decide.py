@@ -1,14 +1,211 @@
-"""Sub-commands of this package (placeholder until implemented)."""
+"""``harvest select`` and ``harvest place``: the two policy decisions from the command line.
+
+Thin adapters: read files, build the pure policy objects of ``core/selection.py`` and
+``core/placement.py``, print or write the decisions.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
+
+from placement_service import HarvestError
+
+
+class DecideInputError(HarvestError):
+    """A file given to ``harvest select`` / ``harvest place`` is missing or unreadable."""
 
 
 def register(subparsers: Any) -> None:
-    del subparsers
+    sel = subparsers.add_parser(
+        "select",
+        help="choose the utilization classes a batch job should run in",
+        description=(
+            "Class selection for one job: its type (short / medium / long) from its last duration, its "
+            "peak concurrent containers from its DAG (largest per-level sum of task counts), then one "
+            "class drawn with probability proportional to weighted headroom, several classes when no "
+            "single one fits, or none (the job should wait). Prints one JSON object "
+            '{"job_type", "max_concurrency", "classes": [...]}.'
+        ),
+    )
+    sel.add_argument("--classes", required=True, type=Path, help="classes.json written by 'harvest cluster'")
+    src = sel.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--job",
+        type=Path,
+        help='job JSON: {"name", "last_duration_s"|null, "vertices": {name: {"tasks": n}}, '
+        '"edges": [{"src", "dst", "type"}]}',
+    )
+    src.add_argument("--tpcds", metavar="Q", help="use the bundled TPC-DS query Q (1..99) as the job")
+    sel.add_argument("--seed", type=int, default=0, help="seed of the random draw (default 0)")
+    sel.add_argument(
+        "--short-max-s",
+        type=float,
+        default=300.0,
+        help="last run shorter than this = short job (default 300)",
+    )
+    sel.add_argument(
+        "--long-min-s",
+        type=float,
+        default=3600.0,
+        help="last run at least this long = long job (default 3600)",
+    )
+    sel.add_argument(
+        "--reserve-frac",
+        type=float,
+        default=0.0,
+        help="fraction of each class's cores kept for the primary tenants (default 0.0)",
+    )
+    sel.add_argument("--container-cores", type=float, default=1.0, help="cores per container (default 1.0)")
+    sel.set_defaults(func=_select)
+
+    pl = subparsers.add_parser(
+        "place",
+        help="place the replicas of N new HDFS blocks over the reimage x peak-CPU grid",
+        description=(
+            "Replica placement for N blocks of 256 MB: the first replica on the writer's server (writers "
+            "drawn uniformly from servers with space), each further one in an unused row and column of "
+            "the 3x3 grid, in an environment without a replica of the block. Writes one JSON line per "
+            'block {"block", "writer", "replicas": [...], "relaxed"} (a block that could not be placed '
+            'has "replicas": [] and an "error") atomically to --out, and prints a JSON summary. '
+            "Never exceeds a server's storage_gb."
+        ),
+    )
+    pl.add_argument(
+        "--classes", required=True, type=Path, help="classes.json with a 'grid' (from 'harvest cluster')"
+    )
+    pl.add_argument("--inventory", required=True, type=Path, help="inventory (Parquet or CSV)")
+    pl.add_argument("--blocks", required=True, type=int, help="number of blocks to place")
+    pl.add_argument("--replicas", type=int, default=3, help="replicas per block (default 3)")
+    pl.add_argument("--seed", type=int, default=0, help="seed of writers and placement (default 0)")
+    pl.add_argument("--out", required=True, type=Path, help="output file, one JSON line per block")
+    pl.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a block when the row / column / environment constraints cannot be met "
+        "(default: relax them in order column, row, environment, grid, and say so)",
+    )
+    pl.add_argument(
+        "--stock", action="store_true", help="use stock HDFS rack-aware placement instead (for comparison)"
+    )
+    pl.set_defaults(func=_place)
 
 
-def _unused(args: argparse.Namespace) -> int:  # pragma: no cover
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise DecideInputError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DecideInputError(
+            f"{path}: not valid JSON ({what}): line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+
+
+def _select(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from placement_service.core.dag import parse_job
+    from placement_service.core.selection import ClassSelector, SelectionConfig
+    from placement_service.core.types import ClassTable, PolicyError
+
+    table = ClassTable.from_json(_read_json(args.classes, "class table"), source=str(args.classes))
+    if args.job is not None:
+        job = parse_job(_read_json(args.job, "job"), source=str(args.job))
+    else:
+        from placement_service.core.tpcds import tpcds_jobs
+
+        jobs = {j.name: j for j in tpcds_jobs()}
+        name = f"tpcds-q{str(args.tpcds).removeprefix('q')}"
+        if name not in jobs:
+            raise PolicyError(f"--tpcds: no bundled query {args.tpcds!r} (use 1..99)")
+        job = jobs[name]
+    config = SelectionConfig(
+        short_max_s=args.short_max_s,
+        long_min_s=args.long_min_s,
+        reserve_frac=args.reserve_frac,
+        container_cores=args.container_cores,
+    )
+    selector = ClassSelector(table.classes, config)
+    sel = selector.select(job, np.random.default_rng(args.seed))
+    print(
+        json.dumps(
+            {
+                "job_type": sel.job_type.value,
+                "max_concurrency": sel.max_concurrency,
+                "classes": list(sel.classes),
+            }
+        )
+    )
+    return 0
+
+
+def _place(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from placement_service.core.placement import PlacementConfig, ReplicaPlacer
+    from placement_service.core.stock_placement import StockPlacer
+    from placement_service.core.types import ClassTable, PlacementError, PolicyError
+    from placement_service.traces.io import load_inventory
+
+    if args.blocks < 0:
+        raise PolicyError(f"--blocks must be >= 0, got {args.blocks}")
+    if args.replicas < 1:
+        raise PolicyError(f"--replicas must be >= 1, got {args.replicas}")
+    table = ClassTable.from_json(_read_json(args.classes, "class table"), source=str(args.classes))
+    if table.grid is None and not args.stock:
+        raise PolicyError(
+            f"{args.classes}: has no 'grid'; run 'harvest cluster' with --reimages and --inventory to build it"
+        )
+    inventory = load_inventory(args.inventory)
+    config = PlacementConfig(strict=args.strict)
+    cls = StockPlacer if args.stock else ReplicaPlacer
+    placer = cls(inventory, table.grid or {}, config=config, seed=args.seed)
+    writers = np.random.default_rng([args.seed, 1])
+
+    placed = relaxed = failed = 0
+    first_failure = ""
+    out_dir = args.out.parent if str(args.out.parent) else Path(".")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{args.out.name}.", suffix=".tmp", dir=out_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for block in range(args.blocks):
+                writer = placer.random_usable(writers)
+                line: dict[str, Any] = {"block": block, "writer": writer}
+                try:
+                    res = placer.place(writer, args.replicas)
+                except PlacementError as exc:
+                    failed += 1
+                    first_failure = first_failure or f"block {block}: {exc}"
+                    line.update(replicas=[], relaxed=False, error=str(exc))
+                else:
+                    placed += 1
+                    relaxed += res.relaxed
+                    line.update(replicas=list(res.targets), relaxed=res.relaxed)
+                    if res.reason:
+                        line["reason"] = res.reason
+                f.write(json.dumps(line) + "\n")
+        os.replace(tmp, args.out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    summary = {
+        "policy": "stock" if args.stock else ("grid-strict" if args.strict else "grid"),
+        "blocks": args.blocks,
+        "replicas": args.replicas,
+        "placed": placed,
+        "relaxed": relaxed,
+        "failed": failed,
+        "servers_with_space_left": placer.usable_count(),
+        "out": str(args.out),
+    }
+    if first_failure:
+        summary["first_failure"] = first_failure
+    print(json.dumps(summary))
     return 0

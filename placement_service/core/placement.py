@@ -239,6 +239,13 @@ class PlacerBase:
         """Servers that are not busy and have room for a block."""
         return self._all.n
 
+    def random_usable(self, rng: np.random.Generator) -> str | None:
+        """A server drawn uniformly from the usable ones (None when there is none)."""
+        n = self._all.n
+        if n == 0:
+            return None
+        return self.inventory.server[self._all.items[int(rng.integers(n))]]
+
     def _prepare(
         self, replicas: int, excluded: Collection[str], existing: Collection[str]
     ) -> tuple[set[int], list[int]]:
