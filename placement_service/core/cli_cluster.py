@@ -1,14 +1,253 @@
-"""Sub-commands of this package (placeholder until implemented)."""
+"""``harvest cluster``: traces in, ``classes.json`` out (patterns, utilization classes, 3x3 grid).
+
+An adapter around the pure core: it reads the trace files with ``placement_service.traces``, fits
+``UtilizationClustering`` on the tenants' average-server series, builds the replica-placement grid
+when reimages and an inventory are given, writes ``ClassTable.to_json()`` atomically and prints a
+summary. See ``docs/clustering.md``.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placement_service import HarvestError
+
+if TYPE_CHECKING:
+    from placement_service.core.clustering import UtilizationClustering
+    from placement_service.core.types import ClassTable, Inventory, TenantSeries
+
+
+class ClusterInputError(HarvestError):
+    """The inputs of ``harvest cluster`` do not fit together (missing file pairing, tenant mismatch)."""
 
 
 def register(subparsers: Any) -> None:
-    del subparsers
+    p = subparsers.add_parser(
+        "cluster",
+        help="learn tenant patterns and utilization classes from traces; write classes.json",
+        description=(
+            "Build each primary tenant's average-server CPU series from the utilization samples, find "
+            "its pattern (periodic / constant / unpredictable) from its FFT, group the tenants of each "
+            "pattern into utilization classes with K-means, and tag each class with its average, peak "
+            "and current CPU. With --reimages and --inventory, also place every tenant in the 3x3 "
+            "replica-placement grid (reimage-frequency terciles x peak-CPU terciles, equal storage per "
+            "cell). Writes the classes.json contract (docs/contracts.md) atomically and prints a summary."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--utilization", required=True, help="utilization samples (Parquet or CSV)")
+    p.add_argument("--reimages", help="reimage events (Parquet or CSV); needs --inventory; adds the grid")
+    p.add_argument(
+        "--inventory",
+        help="inventory (Parquet or CSV): checks the servers, weights classes by servers, sizes them in cores",
+    )
+    p.add_argument("--out", required=True, help="where to write classes.json")
+    p.add_argument("--cpu-percent", action="store_true", help="the cpu column holds 0-100 instead of 0-1")
+    p.add_argument(
+        "--interval-s", type=float, default=None, help="slot length in seconds (default: inferred)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="K-means random seed")
+    p.add_argument("--max-classes-per-pattern", type=int, default=8, help="cap on classes per pattern")
+    p.add_argument(
+        "--k-rule",
+        choices=("tolerance", "silhouette", "fixed"),
+        default="tolerance",
+        help="how many classes a pattern gets: smallest k within --class-tolerance-cpu, best silhouette, "
+        "or --classes-per-pattern",
+    )
+    p.add_argument(
+        "--class-tolerance-cpu",
+        type=float,
+        default=0.05,
+        help="RMS distance (CPU fraction) of tenants to their class centre that is tight enough",
+    )
+    p.add_argument("--classes-per-pattern", type=int, default=4, help="k for --k-rule fixed")
+    p.add_argument(
+        "--peak-percentile", type=float, default=99.0, help="percentile of a series used as its peak"
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
+    p.set_defaults(func=_cluster)
 
 
-def _unused(args: argparse.Namespace) -> int:  # pragma: no cover
+def _cluster(args: argparse.Namespace) -> int:
+    from placement_service.core.clustering import UtilizationClustering
+    from placement_service.core.grid import build_grid
+    from placement_service.traces import io
+    from placement_service.traces.series import reimage_rates, tenant_series, tenant_storage_gb
+
+    if args.reimages and not args.inventory:
+        raise ClusterInputError("--reimages needs --inventory (to map servers to tenants and storage)")
+    if args.interval_s is not None and not args.interval_s > 0:
+        raise ClusterInputError(f"--interval-s must be positive, got {args.interval_s}")
+    started = time.perf_counter()
+    inventory = io.load_inventory(args.inventory) if args.inventory else None
+    known = inventory.server if inventory is not None else None
+    samples = io.load_utilization(args.utilization, cpu_percent=args.cpu_percent, known_servers=known)
+    if inventory is not None:
+        _check_tenants_match(args.utilization, samples, inventory)
+    try:
+        series = tenant_series(samples, interval_s=args.interval_s)
+    except ValueError as exc:
+        raise ClusterInputError(f"{args.utilization}: {exc}") from None
+    del samples
+    servers, cores = _tenant_sizes(inventory, series.tenants) if inventory is not None else (None, None)
+    model = UtilizationClustering(
+        max_classes_per_pattern=args.max_classes_per_pattern,
+        k_rule=args.k_rule,
+        class_tolerance_cpu=args.class_tolerance_cpu,
+        n_classes_per_pattern=args.classes_per_pattern,
+        peak_percentile=args.peak_percentile,
+        random_state=args.seed,
+    ).fit(series, servers_per_tenant=servers, cores_per_tenant=cores)
+    grid = None
+    unplaced: list[str] = []
+    if args.reimages and inventory is not None:
+        events = io.load_reimages(args.reimages, known_servers=inventory.server)
+        rates = reimage_rates(events, inventory)
+        storage = tenant_storage_gb(inventory)
+        clustered = set(series.tenants)
+        unplaced = sorted(set(rates) - clustered)  # inventory tenants without utilization samples
+        grid = build_grid(
+            {t: rates[t] for t in series.tenants},
+            model.tenant_peak_cpu_,
+            {t: storage[t] for t in series.tenants},
+        )
+    table = model.class_table(grid)
+    _write_json_atomically(Path(args.out), table.to_json())
+    summary = _summary(model, table, series, storage_gb=tenant_storage_gb(inventory) if inventory else None)
+    summary.update(
+        {
+            "out": str(args.out),
+            "seconds": round(time.perf_counter() - started, 3),
+            "tenants_without_samples": unplaced,
+        }
+    )
+    if args.json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        _print_summary(summary)
     return 0
+
+
+def _check_tenants_match(path: str, samples: Any, inventory: Inventory) -> None:
+    """Every sampled server must belong to the same tenant in the utilization file and the inventory."""
+    import numpy as np
+
+    names, codes = samples.factorize("server")
+    _, first_row = np.unique(codes, return_index=True)
+    owner = dict(zip(inventory.server, inventory.tenant, strict=True))
+    for code, row in enumerate(first_row):
+        server, tenant = str(names[code]), str(samples.tenant[row])
+        if owner[server] != tenant:
+            raise ClusterInputError(
+                f"{path}: row {int(row) + 1}: server {server!r} is in tenant {tenant!r} here but in tenant "
+                f"{owner[server]!r} in the inventory"
+            )
+
+
+def _tenant_sizes(inventory: Inventory, tenants: tuple[str, ...]) -> tuple[dict[str, int], dict[str, float]]:
+    servers: dict[str, int] = dict.fromkeys(tenants, 0)
+    cores: dict[str, float] = dict.fromkeys(tenants, 0.0)
+    for tenant, c in zip(inventory.tenant, inventory.cores, strict=True):
+        if tenant in servers:
+            servers[tenant] += 1
+            cores[tenant] += float(c)
+    return servers, cores
+
+
+def _write_json_atomically(path: Path, doc: Mapping[str, object]) -> None:
+    """Write to a temporary file in the target directory, fsync, then rename over ``path``."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise ClusterInputError(f"--out: directory {str(directory)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _summary(
+    model: UtilizationClustering,
+    table: ClassTable,
+    series: TenantSeries,
+    *,
+    storage_gb: Mapping[str, float] | None,
+) -> dict[str, Any]:
+    patterns: dict[str, dict[str, int]] = {}
+    for c in table.classes:
+        d = patterns.setdefault(c.pattern.value, {"classes": 0, "tenants": 0, "servers": 0})
+        d["classes"] += 1
+        d["tenants"] += len(c.tenants)
+        d["servers"] += c.servers
+    out: dict[str, Any] = {
+        "tenants": len(series.tenants),
+        "slots": series.n_slots,
+        "interval_s": series.interval_s,
+        "days": round(series.n_slots * series.interval_s / 86400.0, 2),
+        "long_gaps": len(series.long_gaps),
+        "patterns": patterns,
+        "classes": [
+            {
+                "id": c.id,
+                "tenants": len(c.tenants),
+                "servers": c.servers,
+                "cores": c.cores,
+                "avg_cpu": round(c.avg_cpu, 4),
+                "peak_cpu": round(c.peak_cpu, 4),
+                "current_cpu": round(c.current_cpu, 4),
+            }
+            for c in table.classes
+        ],
+    }
+    if table.grid is not None:
+        cells: list[list[dict[str, float]]] = [
+            [{"tenants": 0, "storage_gb": 0.0} for _ in range(3)] for _ in range(3)
+        ]
+        for tenant, cell in table.grid.items():
+            counts = cells[cell.reimage_row][cell.peak_column]
+            counts["tenants"] += 1
+            counts["storage_gb"] += float(storage_gb.get(tenant, 0.0)) if storage_gb else 0.0
+        out["grid"] = cells
+    return out
+
+
+def _print_summary(s: Mapping[str, Any]) -> None:
+    print(
+        f"clustered {s['tenants']} tenants: {s['slots']} slots of {s['interval_s']:g} s ({s['days']:g} days), "
+        f"{s['long_gaps']} long gap(s), in {s['seconds']:.2f} s"
+    )
+    print(f"{'pattern':<14}{'classes':>8}{'tenants':>9}{'servers':>9}")
+    for pattern, d in s["patterns"].items():
+        print(f"{pattern:<14}{d['classes']:>8}{d['tenants']:>9}{d['servers']:>9}")
+    print(f"{'class':<18}{'tenants':>8}{'servers':>9}{'avg':>7}{'peak':>7}{'current':>9}")
+    for c in s["classes"]:
+        print(
+            f"{c['id']:<18}{c['tenants']:>8}{c['servers']:>9}{c['avg_cpu']:>7.3f}{c['peak_cpu']:>7.3f}"
+            f"{c['current_cpu']:>9.3f}"
+        )
+    if "grid" in s:
+        print(
+            "grid: tenants / storage TB per cell (rows: reimages infrequent..frequent; columns: peak low..high)"
+        )
+        for r, row in enumerate(s["grid"]):
+            cells = "  ".join(f"{d['tenants']:>5} / {d['storage_gb'] / 1000.0:>8.1f}" for d in row)
+            print(f"  row {r}: {cells}")
+    if s.get("tenants_without_samples"):
+        print(
+            f"{len(s['tenants_without_samples'])} inventory tenant(s) have no samples: not clustered, not in the grid"
+        )
+    print(f"wrote {s['out']}")
