@@ -70,9 +70,10 @@ class TraceError(HarvestError):
 class UtilizationSamples:
     """Utilization samples, column-wise: row i is server ``server[i]`` at ``timestamp_s[i]``.
 
-    ``server`` / ``tenant`` / ``environment`` are numpy unicode arrays; ``cpu`` and ``memory`` are
-    float64 fractions (0..1). ``memory`` and ``environment`` are None when the file has no such
-    column. Rows keep the file order.
+    ``server`` / ``tenant`` / ``environment`` are numpy arrays of ``str`` (dtype object when read or
+    generated: each row points at one shared string per distinct name, 8 bytes a row instead of 4
+    bytes per character); ``cpu`` and ``memory`` are float64 fractions (0..1). ``memory`` and
+    ``environment`` are None when the file has no such column. Rows keep the file order.
     """
 
     timestamp_s: np.ndarray
@@ -84,6 +85,56 @@ class UtilizationSamples:
 
     def __len__(self) -> int:
         return int(self.timestamp_s.shape[0])
+
+    def factorize(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """(names, codes) of a text column: sorted distinct names and each row's index into them.
+
+        Hash-based (pyarrow) and cached, so grouping tens of millions of rows by server or tenant
+        does not sort strings; loaders and the generator pre-fill the cache.
+        """
+        key = f"_factorized_{column}"
+        cached = self.__dict__.get(key)
+        if cached is None:
+            values = getattr(self, column)
+            if values is None:
+                raise ValueError(f"no {column!r} column")
+            enc = pc.dictionary_encode(pa.array(np.asarray(values).astype(object), type=pa.string()))
+            cached = _sorted_codes(
+                np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object),
+                np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64),
+            )
+            self.__dict__[key] = cached
+        return cached
+
+    def with_factorized(self, column: str, names: np.ndarray, codes: np.ndarray) -> UtilizationSamples:
+        """Record a known factorization of ``column`` (names need not be sorted); returns self."""
+        self.__dict__[f"_factorized_{column}"] = _sorted_codes(names, codes)
+        return self
+
+
+def _compact(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop names no row uses (e.g. unused entries of a Parquet dictionary) and re-map the codes."""
+    used = np.bincount(codes, minlength=len(names)) > 0 if len(codes) else np.zeros(len(names), dtype=bool)
+    if used.all():
+        return names, codes
+    new_code = np.cumsum(used) - 1
+    return names[used], new_code[codes]
+
+
+def _sorted_codes(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Re-map codes so that ``names`` is sorted and holds only used names (only names are sorted)."""
+    names, codes = _compact(np.asarray(names, dtype=object), np.asarray(codes, dtype=np.int64))
+    order = np.argsort(names.astype(str), kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return names[order], rank[codes]
+
+
+def categorical(names: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """An object array of the row values ``names[codes]`` sharing one string object per name."""
+    if len(names) == 0:
+        return np.empty(len(codes), dtype=object)
+    return np.asarray(names, dtype=object)[codes]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -259,32 +310,53 @@ def _arrow_time_to_s(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def _string_column(path: PathLike, table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """(names, codes): the distinct non-empty values and each row's index into them."""
+    """(names, codes): the distinct values and each row's index into them (first-seen order for
+    plain text; the dictionary's order, without unused entries, for Parquet dictionary columns)."""
     col = table.column(name)
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        col = pc.cast(col, pa.string())  # dictionary-encoded text, or numbers used as names
     if col.null_count:
         i = _first_true(pc.is_null(col))
         raise TraceError(path, "expected a non-empty name, got an empty value", row=i + 1, column=name)
-    empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0)
-    if pc.any(empty).as_py():
-        i = _first_true(empty)
-        raise TraceError(path, "expected a non-empty name, got an empty value", row=i + 1, column=name)
-    enc = pc.dictionary_encode(col.combine_chunks())
-    names = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False).astype(str))
-    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    if pa.types.is_dictionary(col.type) and (
+        pa.types.is_string(col.type.value_type) or pa.types.is_large_string(col.type.value_type)
+    ):
+        arr = col.unify_dictionaries().combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        if isinstance(arr, pa.ChunkedArray):  # pragma: no cover - pyarrow version differences
+            arr = arr.combine_chunks()
+        names, codes = _compact(
+            np.asarray(arr.dictionary.to_numpy(zero_copy_only=False), dtype=object),
+            np.asarray(arr.indices.to_numpy(zero_copy_only=False), dtype=np.int64),
+        )
+    else:
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            col = pc.cast(col, pa.string())  # numbers used as names
+        enc = pc.dictionary_encode(col.combine_chunks())
+        names = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
+        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    blank = np.fromiter((not str(n).strip() for n in names), dtype=bool, count=len(names))
+    if blank.any():
+        bad_rows = blank[codes]
+        if bad_rows.any():
+            i = _first_true(bad_rows)
+            raise TraceError(path, "expected a non-empty name, got an empty value", row=i + 1, column=name)
     return names, codes
 
 
 def _strings(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
-    names, codes = _string_column(path, table, name)
-    return names[codes] if len(names) else np.empty(0, dtype=str)
+    return categorical(*_string_column(path, table, name))
 
 
 def _check_duplicates(path: PathLike, codes: np.ndarray, names: np.ndarray, ts: np.ndarray) -> None:
     """Reject two rows with the same (server, timestamp); names the later row and the earlier one."""
     if len(ts) < 2:
         return
+    # Fast path: rows already grouped by server in time order, or in time order server by server
+    # (how telemetry is usually written) cannot hold a duplicate; no sort needed.
+    dc, dt = np.diff(codes), np.diff(ts)
+    change = dc != 0
+    grouped = 1 + int(change.sum()) == int((np.bincount(codes) > 0).sum())  # one run per server
+    if (grouped and bool(np.all(change | (dt > 0)))) or bool(np.all((dt > 0) | ((dt == 0) & (dc > 0)))):
+        return
+    del dc, dt, change
     order = np.lexsort((ts, codes))  # stable: equal keys keep file order
     sc, st = codes[order], ts[order]
     dup = (sc[1:] == sc[:-1]) & (st[1:] == st[:-1])
@@ -334,7 +406,7 @@ def load_utilization(
     table = _read_table(path, UTILIZATION_COLUMNS, UTILIZATION_OPTIONAL)
     ts = _timestamp_s(path, table)
     server_names, server_codes = _string_column(path, table, "server")
-    tenant = _strings(path, table, "tenant")
+    tenant_names, tenant_codes = _string_column(path, table, "tenant")
     cpu = _fraction_column(path, table, "cpu", percent=cpu_percent)
     memory = (
         _fraction_column(path, table, "memory", percent=cpu_percent)
@@ -344,30 +416,32 @@ def load_utilization(
     environment = _strings(path, table, "environment") if "environment" in table.column_names else None
     _check_known(path, server_names, server_codes, known_servers)
     _check_duplicates(path, server_codes, server_names, ts)
-    _check_one_tenant_per_server(path, server_names, server_codes, tenant)
+    _check_one_tenant_per_server(path, server_names, server_codes, tenant_names, tenant_codes)
     logger.info("%s: %d samples, %d servers", path, len(ts), len(server_names))
-    return UtilizationSamples(
+    samples = UtilizationSamples(
         timestamp_s=ts,
-        server=server_names[server_codes] if len(server_names) else np.empty(0, dtype=str),
-        tenant=tenant,
+        server=categorical(server_names, server_codes),
+        tenant=categorical(tenant_names, tenant_codes),
         cpu=cpu,
         memory=memory,
         environment=environment,
     )
+    samples.with_factorized("server", server_names, server_codes)
+    return samples.with_factorized("tenant", tenant_names, tenant_codes)
 
 
 def _check_one_tenant_per_server(
-    path: PathLike, server_names: np.ndarray, server_codes: np.ndarray, tenant: np.ndarray
+    path: PathLike, server_names: np.ndarray, server_codes: np.ndarray, t_names: np.ndarray, t_codes: np.ndarray
 ) -> None:
     """A server belongs to exactly one tenant over the whole file."""
-    if len(tenant) == 0:
+    if len(t_codes) == 0:
         return
-    t_names, t_codes = np.unique(tenant, return_inverse=True)
-    first_tenant = np.full(len(server_names), -1, dtype=np.int64)
     # The first row of each server fixes its tenant; rows disagreeing with it are errors.
-    first_row = np.full(len(server_names), len(tenant), dtype=np.int64)
-    np.minimum.at(first_row, server_codes, np.arange(len(tenant)))
-    first_tenant = t_codes[first_row]
+    first_row = np.full(len(server_names), len(t_codes), dtype=np.int64)
+    np.minimum.at(first_row, server_codes, np.arange(len(t_codes)))
+    first_tenant = np.zeros(len(server_names), dtype=np.int64)
+    seen = first_row < len(t_codes)
+    first_tenant[seen] = t_codes[first_row[seen]]
     bad = t_codes != first_tenant[server_codes]
     if bad.any():
         i = _first_true(bad)
@@ -389,8 +463,7 @@ def load_reimages(path: PathLike, *, known_servers: Iterable[str] | None = None)
     _check_known(path, names, codes, known_servers)
     _check_duplicates(path, codes, names, ts)
     order = np.argsort(ts, kind="stable")
-    servers = names[codes[order]] if len(names) else np.empty(0, dtype=str)
-    return ReimageEvents(timestamp_s=ts[order], server=tuple(servers.tolist()))
+    return ReimageEvents(timestamp_s=ts[order], server=tuple(categorical(names, codes[order]).tolist()))
 
 
 def load_inventory(path: PathLike) -> Inventory:
@@ -399,12 +472,12 @@ def load_inventory(path: PathLike) -> Inventory:
     server_names, server_codes = _string_column(path, table, "server")
     counts = np.bincount(server_codes, minlength=len(server_names))
     if (counts > 1).any():
-        # First row whose server already appeared: with codes in first-seen order, a row is a repeat
-        # when its code is not larger than the running maximum code before it.
-        running = np.maximum.accumulate(np.concatenate([[-1], server_codes[:-1]]))
-        repeat = server_codes <= running
-        i = _first_true(repeat)
-        first = int(np.argmax(server_codes == server_codes[i]))
+        # The earliest row whose server already appeared in an earlier row.
+        order = np.argsort(server_codes, kind="stable")
+        sc = server_codes[order]
+        pos = np.flatnonzero(sc[1:] == sc[:-1])
+        k = int(np.argmin(order[pos + 1]))
+        i, first = int(order[pos[k] + 1]), int(order[pos[k]])
         raise TraceError(
             path,
             f"server {str(server_names[server_codes[i]])!r} already listed in row {first + 1}; "
@@ -425,7 +498,7 @@ def load_inventory(path: PathLike) -> Inventory:
         for c in INVENTORY_OPTIONAL
     }
     return Inventory(
-        server=tuple(server_names[server_codes].tolist()),
+        server=tuple(categorical(server_names, server_codes).tolist()),
         tenant=cols["tenant"],
         environment=cols["environment"],
         rack=cols["rack"],
@@ -450,46 +523,94 @@ def _time_array(ts: np.ndarray) -> pa.Array:
     return pa.array(ts)
 
 
-def _write_table(table: pa.Table, path: PathLike) -> None:
-    """Write ``table`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+def _stage(table: pa.Table, path: PathLike) -> str:
+    """Write ``table`` to a temporary file next to ``path`` (fsynced); returns the temporary name."""
     p = Path(path)
     kind = _kind(p)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
     try:
         if kind == "parquet":
             pq.write_table(table, tmp, compression="zstd")
         else:
+            plain = pa.table(
+                {
+                    n: pc.cast(c, c.type.value_type) if pa.types.is_dictionary(c.type) else c
+                    for n, c in zip(table.column_names, table.columns, strict=True)
+                }
+            )
             compression = "gzip" if p.name.lower().endswith(".gz") else None
             with pa.output_stream(tmp, compression=compression) as out:
-                pacsv.write_csv(table, out)
+                pacsv.write_csv(plain, out)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, p)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink(tmp)
         raise
+    return tmp
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _unlink(name: str) -> None:
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
+
+
+def write_tables(items: Sequence[tuple[pa.Table, PathLike]]) -> None:
+    """Write several tables atomically as a set: all are staged first, then renamed into place.
+
+    If any write fails, no target is touched. (A crash between two renames can still leave a mix
+    of new and old files, never a half-written one.)
+    """
+    staged: list[tuple[str, Path]] = []
+    try:
+        for table, path in items:
+            staged.append((_stage(table, path), Path(path)))
+    except BaseException:
+        for tmp, _ in staged:
+            _unlink(tmp)
+        raise
+    for tmp, target in staged:
+        os.replace(tmp, target)
+
+
+def _write_table(table: pa.Table, path: PathLike) -> None:
+    """Write ``table`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    write_tables([(table, path)])
 
 
 def _str_array(values: Sequence[str] | np.ndarray) -> pa.Array:
-    return pa.array(np.asarray(values, dtype=str).tolist() if not isinstance(values, np.ndarray) else values)
+    return pa.array([str(v) for v in values], type=pa.string())
+
+
+def _dict_array(samples: UtilizationSamples, column: str) -> pa.Array:
+    """A text column as a dictionary array (codes + distinct names), built without per-row strings."""
+    names, codes = samples.factorize(column)
+    return pa.DictionaryArray.from_arrays(
+        pa.array(codes.astype(np.int32)), pa.array([str(n) for n in names], type=pa.string())
+    )
 
 
 def utilization_table(samples: UtilizationSamples) -> pa.Table:
     cols: dict[str, pa.Array] = {
         "timestamp": _time_array(samples.timestamp_s),
-        "server": _str_array(samples.server),
-        "tenant": _str_array(samples.tenant),
+        "server": _dict_array(samples, "server"),
+        "tenant": _dict_array(samples, "tenant"),
         "cpu": pa.array(np.asarray(samples.cpu, dtype=np.float64)),
     }
     if samples.memory is not None:
         cols["memory"] = pa.array(np.asarray(samples.memory, dtype=np.float64))
     if samples.environment is not None:
-        cols["environment"] = _str_array(samples.environment)
+        cols["environment"] = _dict_array(samples, "environment")
     return pa.table(cols)
 
 
@@ -498,11 +619,12 @@ def write_utilization(samples: UtilizationSamples, path: PathLike) -> None:
     _write_table(utilization_table(samples), path)
 
 
+def reimages_table(events: ReimageEvents) -> pa.Table:
+    return pa.table({"timestamp": _time_array(events.timestamp_s), "server": _str_array(list(events.server))})
+
+
 def write_reimages(events: ReimageEvents, path: PathLike) -> None:
-    _write_table(
-        pa.table({"timestamp": _time_array(events.timestamp_s), "server": _str_array(list(events.server))}),
-        path,
-    )
+    _write_table(reimages_table(events), path)
 
 
 def inventory_table(inv: Inventory) -> pa.Table:

@@ -100,7 +100,7 @@ def tenant_series(
     start = float(ts.min())
     slot = np.rint((ts - start) / step).astype(np.int64)
     n_slots = int(slot.max()) + 1
-    tenants, t_code = np.unique(samples.tenant, return_inverse=True)
+    tenants, t_code = samples.factorize("tenant")
     flat = t_code.astype(np.int64) * n_slots + slot
     size = len(tenants) * n_slots
     total = np.bincount(flat, weights=samples.cpu, minlength=size)

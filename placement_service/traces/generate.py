@@ -1,0 +1,590 @@
+"""A synthetic datacenter calibrated to the harvesting paper's characterization (its Section 3).
+
+``generate_datacenter(n_servers, seed=...)`` returns the three trace files' content plus each tenant's
+true pattern. Every distribution and its parameters are fields of :class:`GeneratorConfig`, explained
+(with units and the paper's numbers they aim at) in ``docs/generator.md``. Steps:
+
+1. tenant sizes (servers): heavy-tailed (Pareto), until the servers are used up;
+2. patterns: big tenants are more likely periodic (user-facing) until ~40% of the servers are
+   periodic, then ~25% of the servers go to unpredictable tenants, the rest (most tenants) constant;
+3. environments group tenants (a tenant is an <environment, machine function> pair): kinds
+   production / development / testing follow the pattern, groups of ~3 tenants;
+4. hardware (a few server types: cores, memory, disk), free storage per server, racks, MSBs, a
+   datacenter;
+5. reimages: independent per-server Poisson events (heavy-tailed per-tenant rates, per-server
+   spread) plus correlated events that reimage many servers of one environment within hours;
+6. utilization: one series per tenant from :mod:`placement_service.traces.synth`, written for at most
+   ``sampled_servers_per_tenant`` of its servers (each = tenant series x imbalance + noise).
+
+Deterministic: each step draws from its own named stream ``default_rng([seed, step])`` (per tenant
+``[seed, step, i]``), so the same arguments give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from placement_service.core.types import Inventory, Pattern, ReimageEvents
+from placement_service.traces import io
+from placement_service.traces.io import UtilizationSamples, categorical
+from placement_service.traces.synth import DAY_S, DEFAULT_START_S, synth_tenant_cpu
+
+logger = logging.getLogger(__name__)
+
+MONTH_S = 30 * DAY_S
+
+# Named random streams (step numbers of the module docstring).
+_SIZES, _PATTERNS, _ENVS, _HARDWARE, _REIMAGES, _SERIES, _RACKS = 1, 2, 3, 4, 5, 6, 7
+
+_KINDS = ("prod", "dev", "test")
+_PATTERN_ORDER = (Pattern.PERIODIC, Pattern.CONSTANT, Pattern.UNPREDICTABLE)
+_FUNCTIONS = {
+    Pattern.PERIODIC: ("frontend", "search", "web", "api", "ads", "mail", "portal", "edge"),
+    Pattern.CONSTANT: ("crawler", "scrubber", "index", "storage", "cache", "logs", "queue", "db"),
+    Pattern.UNPREDICTABLE: ("test", "build", "analytics", "staging", "perf", "canary", "adhoc", "ml"),
+}
+
+
+@dataclass(frozen=True)
+class HardwareType:
+    """One server model: ``cores``, ``memory_mb``, local ``disk_gb`` and its share of the tenants."""
+
+    name: str
+    cores: int
+    memory_mb: int
+    disk_gb: int
+    share: float
+
+
+DEFAULT_HARDWARE: tuple[HardwareType, ...] = (
+    HardwareType("gen3-16c", 16, 64 * 1024, 4_000, 0.25),
+    HardwareType("gen4-24c", 24, 128 * 1024, 8_000, 0.35),
+    HardwareType("gen5-32c", 32, 192 * 1024, 12_000, 0.25),
+    HardwareType("gen4-storage", 24, 128 * 1024, 36_000, 0.15),
+)
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Every knob of the generator, with units. ``docs/generator.md`` explains each choice."""
+
+    # -- tenant sizes (servers per tenant): min_size * (1 + Lomax(alpha)), rounded up, capped
+    tenant_size_min: int = 2
+    tenant_size_alpha: float = 1.3
+    """Pareto tail exponent of tenant sizes (smaller = heavier tail; mean ~ min * alpha / (alpha - 1))."""
+    tenant_size_max_frac: float = 0.08
+    """Largest tenant, as a fraction of all servers."""
+
+    # -- patterns (shares of servers, not of tenants)
+    periodic_server_share: float = 0.40
+    unpredictable_server_share: float = 0.25
+    periodic_size_exponent: float = 1.0
+    """Periodic tenants are drawn with probability ~ size**exponent (big user-facing services)."""
+    unpredictable_size_exponent: float = 0.8
+    """Unpredictable tenants are then drawn with probability ~ size**exponent among the rest, so the
+    many small tenants stay mostly constant (the paper: most tenants are roughly constant)."""
+    weekly_frac: float = 0.3
+    """Share of periodic tenants with a weekly (weekday / weekend) cycle on top of the daily one."""
+
+    # -- utilization series
+    series_noise: float = 0.005
+    """Std of white noise on a tenant's average-server series (CPU fraction)."""
+    server_noise: float = 0.02
+    """Std of white noise added per sampled server and slot (CPU fraction)."""
+    server_imbalance: float = 0.10
+    """Std of a sampled server's load relative to its tenant's average (multiplicative, centred)."""
+    sampled_servers_per_tenant: int = 3
+    """Servers per tenant with samples in the utilization file (0 = all servers)."""
+    missing_sample_frac: float = 0.002
+    """Probability that one server's sample in one slot is missing (telemetry loss)."""
+    reimage_downtime_s: float = 1800.0
+    """A reimaged (sampled) server reports no samples for this long after its reimage."""
+    memory_level: tuple[float, float] = (0.2, 0.7)
+    """Uniform range of a tenant's memory fraction level; memory = level + 0.3 * (cpu - mean cpu)."""
+    cpu_decimals: int = 4
+    """Samples are rounded to this many decimals (telemetry resolution; keeps files small)."""
+
+    # -- environments
+    tenants_per_environment_mean: float = 3.0
+    """Mean of the geometric number of tenants per environment."""
+    environment_kind_probs: tuple[tuple[float, float, float], ...] = (
+        (1.0, 0.0, 0.0),
+        (0.7, 0.3, 0.0),
+        (0.1, 0.4, 0.5),
+    )
+    """P(prod, dev, test) of a tenant's environment kind, for periodic, constant, unpredictable tenants."""
+
+    # -- hardware, storage, topology
+    hardware: tuple[HardwareType, ...] = DEFAULT_HARDWARE
+    second_hardware_min_servers: int = 40
+    """Tenants with at least this many servers put ``second_hardware_frac`` on a second type."""
+    second_hardware_frac: float = 0.3
+    free_storage_beta: tuple[float, float] = (2.0, 3.0)
+    """Beta(a, b) of a tenant's fraction of disk it lets HDFS use (mean a / (a + b) = 0.4)."""
+    free_storage_jitter: float = 0.1
+    """Per-server uniform +-jitter of that fraction (relative)."""
+    no_storage_tenant_frac: float = 0.02
+    """Share of tenants that lend no disk at all (storage_gb = 0)."""
+    rack_size: int = 40
+    racks_per_msb: int = 20
+    rack_chunk: int = 10
+    """A tenant's servers are installed in chunks of at most this many servers per rack visit."""
+    datacenter: str = "dc-1"
+
+    # -- reimages (rates per server per 30-day month)
+    reimage_tenant_median: float = 0.1
+    reimage_tenant_sigma: float = 1.5
+    """Per-tenant rate ~ LogNormal(log(median), sigma) x kind factor, capped at ``reimage_rate_max``."""
+    reimage_kind_factor: tuple[float, float, float] = (0.6, 1.5, 3.0)
+    """Multiplier of the tenant rate for prod, dev, test environments."""
+    reimage_rate_max: float = 10.0
+    reimage_server_shape: float = 2.0
+    """Per-server multiplier ~ Gamma(shape, 1 / shape) (mean 1): some servers are reimaged more."""
+    correlated_events_per_month: tuple[float, float, float] = (0.05, 0.2, 0.4)
+    """Poisson rate of environment-wide reimage events per environment and month, prod / dev / test."""
+    correlated_whole_env_prob: float = 0.5
+    """An event covers all tenants of the environment with this probability, else one tenant."""
+    correlated_server_frac: tuple[float, float] = (0.3, 1.0)
+    """Uniform range of the fraction of the covered servers that are reimaged."""
+    correlated_window_s: float = 4 * 3600.0
+    """The servers of one event are reimaged at uniform times within this window."""
+
+    start_s: float = DEFAULT_START_S
+
+
+@dataclass(frozen=True)
+class GeneratedDatacenter:
+    """The three trace files' content and each tenant's true pattern (empty for real traces)."""
+
+    utilization: UtilizationSamples
+    reimages: ReimageEvents
+    inventory: Inventory
+    tenant_pattern: dict[str, Pattern]
+    days: float = 30.0
+    interval_s: float = 300.0
+
+
+# ----------------------------------------------------------------------------------------------
+# 1-3: tenants, patterns, environments
+# ----------------------------------------------------------------------------------------------
+
+
+def tenant_sizes(n_servers: int, cfg: GeneratorConfig, rng: np.random.Generator) -> np.ndarray:
+    """Servers per tenant: ``ceil(min * (1 + Lomax(alpha)))`` capped, drawn until ``n_servers`` are used."""
+    cap = max(cfg.tenant_size_min, int(cfg.tenant_size_max_frac * n_servers))
+    sizes: list[int] = []
+    left = n_servers
+    while left > 0:
+        batch = np.ceil(cfg.tenant_size_min * (1.0 + rng.pareto(cfg.tenant_size_alpha, size=64)))
+        for s in np.minimum(batch, cap).astype(np.int64):
+            take = int(min(s, left))
+            sizes.append(take)
+            left -= take
+            if left == 0:
+                break
+    return np.asarray(sizes, dtype=np.int64)
+
+
+def _fill_share(order: np.ndarray, sizes: np.ndarray, target: float, eligible: np.ndarray) -> np.ndarray:
+    """Walk tenants in ``order``; take one when it brings the taken servers closer to ``target``."""
+    taken = np.zeros(len(sizes), dtype=bool)
+    total = 0.0
+    for i in order:
+        if eligible[i] and abs(total + sizes[i] - target) < abs(total - target):
+            taken[i] = True
+            total += sizes[i]
+    return taken
+
+
+def assign_patterns(sizes: np.ndarray, cfg: GeneratorConfig, rng: np.random.Generator) -> list[Pattern]:
+    """Periodic by size-weighted draw to ``periodic_server_share``; unpredictable by uniform draw."""
+    n_servers = float(sizes.sum())
+    # Weighted random order (Efraimidis-Spirakis keys u ** (1 / w)).
+    w = sizes.astype(np.float64) ** cfg.periodic_size_exponent
+    keys = rng.random(len(sizes)) ** (1.0 / w)
+    periodic = _fill_share(np.argsort(-keys, kind="stable"), sizes, cfg.periodic_server_share * n_servers,
+                           np.ones(len(sizes), dtype=bool))
+    w = sizes.astype(np.float64) ** cfg.unpredictable_size_exponent
+    keys = rng.random(len(sizes)) ** (1.0 / w)
+    unpredictable = _fill_share(np.argsort(-keys, kind="stable"), sizes,
+                                cfg.unpredictable_server_share * n_servers, ~periodic)
+    return [
+        Pattern.PERIODIC if p else Pattern.UNPREDICTABLE if u else Pattern.CONSTANT
+        for p, u in zip(periodic, unpredictable, strict=True)
+    ]
+
+
+def name_tenants(patterns: list[Pattern], cfg: GeneratorConfig, rng: np.random.Generator) -> tuple[list[str], list[str]]:
+    """Environment and tenant name of each tenant (``<kind>-<k>`` and ``<environment>.<function>``)."""
+    n = len(patterns)
+    kind = np.empty(n, dtype=np.int64)
+    for i, p in enumerate(patterns):
+        probs = np.asarray(cfg.environment_kind_probs[_PATTERN_ORDER.index(p)], dtype=np.float64)
+        kind[i] = int(rng.choice(3, p=probs / probs.sum()))
+    env_of = [""] * n
+    tenant_of = [""] * n
+    p_geo = 1.0 / max(cfg.tenants_per_environment_mean, 1.0)
+    for k, kname in enumerate(_KINDS):
+        members = rng.permutation(np.flatnonzero(kind == k))
+        env_id = 0
+        pos = 0
+        while pos < len(members):
+            size = int(rng.geometric(p_geo))
+            env = f"{kname}-{env_id:03d}"
+            used: dict[str, int] = {}
+            for i in members[pos : pos + size]:
+                base = str(rng.choice(_FUNCTIONS[patterns[i]]))
+                used[base] = used.get(base, 0) + 1
+                func = base if used[base] == 1 else f"{base}-{used[base]}"
+                env_of[i] = env
+                tenant_of[i] = f"{env}.{func}"
+            pos += size
+            env_id += 1
+    return env_of, tenant_of
+
+
+# ----------------------------------------------------------------------------------------------
+# 4: hardware, storage, racks
+# ----------------------------------------------------------------------------------------------
+
+
+def _hardware(sizes: np.ndarray, cfg: GeneratorConfig, rng: np.random.Generator) -> list[np.ndarray]:
+    """Per tenant, the hardware type index of each of its servers."""
+    shares = np.asarray([h.share for h in cfg.hardware], dtype=np.float64)
+    shares /= shares.sum()
+    out = []
+    for size in sizes:
+        first = int(rng.choice(len(shares), p=shares))
+        hw = np.full(int(size), first, dtype=np.int64)
+        if size >= cfg.second_hardware_min_servers and len(shares) > 1:
+            second = int(rng.choice(len(shares), p=shares))
+            hw[: int(round(cfg.second_hardware_frac * size))] = second
+        out.append(hw)
+    return out
+
+
+def _rack_order(sizes: np.ndarray, cfg: GeneratorConfig, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Datacenter order of servers as (tenant, index within tenant): tenants installed in shuffled chunks."""
+    chunks_t: list[int] = []
+    chunks_lo: list[int] = []
+    chunks_n: list[int] = []
+    for t, size in enumerate(sizes):
+        for lo in range(0, int(size), cfg.rack_chunk):
+            chunks_t.append(t)
+            chunks_lo.append(lo)
+            chunks_n.append(min(cfg.rack_chunk, int(size) - lo))
+    perm = rng.permutation(len(chunks_t))
+    n = np.asarray(chunks_n, dtype=np.int64)[perm]
+    t_arr = np.repeat(np.asarray(chunks_t, dtype=np.int64)[perm], n)
+    offsets = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+    idx = np.repeat(np.asarray(chunks_lo, dtype=np.int64)[perm], n) + offsets
+    return t_arr, idx
+
+
+# ----------------------------------------------------------------------------------------------
+# 5: reimages
+# ----------------------------------------------------------------------------------------------
+
+
+def _reimages(
+    server_tenant: np.ndarray,
+    tenant_kind: np.ndarray,
+    tenant_env: np.ndarray,
+    days: float,
+    cfg: GeneratorConfig,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(times, server indices) of all reimages in ``days`` days, sorted by time then server."""
+    n_servers = len(server_tenant)
+    months = days * DAY_S / MONTH_S
+    n_tenants = len(tenant_kind)
+    kind_factor = np.asarray(cfg.reimage_kind_factor, dtype=np.float64)[tenant_kind]
+    tenant_rate = rng.lognormal(np.log(cfg.reimage_tenant_median), cfg.reimage_tenant_sigma, size=n_tenants)
+    tenant_rate = np.minimum(tenant_rate * kind_factor, cfg.reimage_rate_max)
+    server_mult = rng.gamma(cfg.reimage_server_shape, 1.0 / cfg.reimage_server_shape, size=n_servers)
+    # Independent reimages: Poisson(rate * months) per server, uniform times.
+    counts = rng.poisson(tenant_rate[server_tenant] * server_mult * months)
+    servers = [np.repeat(np.arange(n_servers), counts)]
+    times = [rng.uniform(0.0, days * DAY_S, size=int(counts.sum()))]
+    # Correlated reimages: per environment, Poisson events that hit many of its servers at once.
+    env_names, env_code = np.unique(tenant_env, return_inverse=True)
+    env_kind = np.zeros(len(env_names), dtype=np.int64)
+    env_kind[env_code] = tenant_kind
+    rates = np.asarray(cfg.correlated_events_per_month, dtype=np.float64)[env_kind] * months
+    n_events = rng.poisson(rates)
+    servers_of_tenant = [np.flatnonzero(server_tenant == t) for t in range(n_tenants)]
+    tenants_of_env = [np.flatnonzero(env_code == e) for e in range(len(env_names))]
+    for e in np.flatnonzero(n_events):
+        for _ in range(int(n_events[e])):
+            members = tenants_of_env[e]
+            if rng.random() >= cfg.correlated_whole_env_prob:
+                members = members[[int(rng.integers(len(members)))]]
+            pool = np.concatenate([servers_of_tenant[t] for t in members])
+            frac = rng.uniform(*cfg.correlated_server_frac)
+            hit = rng.choice(pool, size=max(1, int(round(frac * len(pool)))), replace=False)
+            start = rng.uniform(0.0, max(days * DAY_S - cfg.correlated_window_s, 0.0))
+            servers.append(np.sort(hit))
+            times.append(start + rng.uniform(0.0, cfg.correlated_window_s, size=len(hit)))
+    s = np.concatenate(servers)
+    ts = np.round(np.concatenate(times))
+    order = np.lexsort((s, ts))
+    s, ts = s[order], ts[order]
+    keep = np.ones(len(s), dtype=bool)
+    keep[1:] = (s[1:] != s[:-1]) | (ts[1:] != ts[:-1])  # one event per (server, second)
+    return ts[keep], s[keep]
+
+
+# ----------------------------------------------------------------------------------------------
+# 6: utilization samples
+# ----------------------------------------------------------------------------------------------
+
+
+def _samples(
+    patterns: list[Pattern],
+    tenant_names: list[str],
+    env_names: list[str],
+    sampled: list[np.ndarray],
+    server_names: np.ndarray,
+    reimage_ts: np.ndarray,
+    reimage_server: np.ndarray,
+    seed: int,
+    days: float,
+    interval_s: float,
+    cfg: GeneratorConfig,
+) -> UtilizationSamples:
+    n_slots = int(round(days * DAY_S / interval_s))
+    slot_t = cfg.start_s + np.arange(n_slots, dtype=np.float64) * interval_s
+    # Slots each server is down after a reimage (no samples).
+    down: dict[int, list[tuple[int, int]]] = {}
+    down_slots = int(np.ceil(cfg.reimage_downtime_s / interval_s))
+    for t, s in zip(reimage_ts, reimage_server, strict=True):
+        if down_slots:
+            first = int(np.ceil(t / interval_s))
+            down.setdefault(int(s), []).append((first, first + down_slots))
+    parts_t, parts_server, parts_tenant, parts_cpu, parts_mem = [], [], [], [], []
+    for i, pattern in enumerate(patterns):
+        rng = np.random.default_rng([seed, _SERIES, i])
+        weekly = pattern is Pattern.PERIODIC and rng.random() < cfg.weekly_frac
+        base = synth_tenant_cpu(
+            pattern, n_slots, interval_s, rng, noise=cfg.series_noise, weekly=weekly, start_s=cfg.start_s
+        )
+        mem_level = rng.uniform(*cfg.memory_level)
+        servers = sampled[i]
+        k = len(servers)
+        imbalance = rng.normal(0.0, cfg.server_imbalance, size=k)
+        imbalance -= imbalance.mean()
+        cpu = base[None, :] * (1.0 + imbalance[:, None]) + rng.normal(0.0, cfg.server_noise, size=(k, n_slots))
+        cpu = np.asarray(np.round(np.clip(cpu, 0.0, 1.0), cfg.cpu_decimals), dtype=np.float64)
+        mem = mem_level + 0.3 * (cpu - base.mean()) + rng.normal(0.0, 0.01, size=(k, n_slots))
+        mem = np.asarray(np.round(np.clip(mem, 0.0, 1.0), cfg.cpu_decimals), dtype=np.float64)
+        present = rng.random((k, n_slots)) >= cfg.missing_sample_frac
+        for row, s in enumerate(servers):
+            for lo, hi in down.get(int(s), ()):
+                present[row, max(lo, 0) : max(min(hi, n_slots), 0)] = False
+        rows, cols = np.nonzero(present)
+        parts_t.append(slot_t[cols])
+        parts_server.append(servers[rows])
+        parts_tenant.append(np.full(len(rows), i, dtype=np.int64))
+        parts_cpu.append(cpu[rows, cols])
+        parts_mem.append(mem[rows, cols])
+    server_idx = np.concatenate(parts_server) if parts_server else np.empty(0, dtype=np.int64)
+    tenant_idx = np.concatenate(parts_tenant) if parts_tenant else np.empty(0, dtype=np.int64)
+    # Environment of each tenant, as codes.
+    env_u, env_code = np.unique(np.asarray(env_names, dtype=object).astype(str), return_inverse=True)
+    t_names = np.asarray(tenant_names, dtype=object)
+    samples = UtilizationSamples(
+        timestamp_s=np.concatenate(parts_t) if parts_t else np.empty(0),
+        server=categorical(server_names, server_idx),
+        tenant=categorical(t_names, tenant_idx),
+        cpu=np.concatenate(parts_cpu) if parts_cpu else np.empty(0),
+        memory=np.concatenate(parts_mem) if parts_mem else np.empty(0),
+        environment=categorical(env_u.astype(object), env_code[tenant_idx]),
+    )
+    samples.with_factorized("server", np.asarray(server_names, dtype=object), server_idx)
+    samples.with_factorized("tenant", t_names, tenant_idx)
+    return samples.with_factorized("environment", env_u.astype(object), env_code[tenant_idx])
+
+
+# ----------------------------------------------------------------------------------------------
+# Putting it together
+# ----------------------------------------------------------------------------------------------
+
+
+def generate_datacenter(
+    n_servers: int,
+    *,
+    seed: int,
+    days: float = 30,
+    interval_s: float = 300,
+    config: GeneratorConfig = GeneratorConfig(),
+) -> GeneratedDatacenter:
+    """A synthetic datacenter of ``n_servers`` servers over ``days`` days of ``interval_s`` slots."""
+    cfg = config
+    if n_servers < 1:
+        raise ValueError(f"n_servers must be >= 1, got {n_servers}")
+    if days <= 0 or interval_s <= 0:
+        raise ValueError("days and interval_s must be positive")
+    # 1-3. tenants, patterns, environments
+    sizes = tenant_sizes(n_servers, cfg, np.random.default_rng([seed, _SIZES]))
+    patterns = assign_patterns(sizes, cfg, np.random.default_rng([seed, _PATTERNS]))
+    env_of, tenant_of = name_tenants(patterns, cfg, np.random.default_rng([seed, _ENVS]))
+    n_tenants = len(sizes)
+    # 4. hardware and storage per tenant server, then the datacenter order of servers (racks)
+    rng_hw = np.random.default_rng([seed, _HARDWARE])
+    hw = _hardware(sizes, cfg, rng_hw)
+    a, b = cfg.free_storage_beta
+    free_frac = rng_hw.beta(a, b, size=n_tenants)
+    free_frac[rng_hw.random(n_tenants) < cfg.no_storage_tenant_frac] = 0.0
+    rack_tenant, rack_idx = _rack_order(sizes, cfg, np.random.default_rng([seed, _RACKS]))
+    hw_all = np.concatenate(hw)[np.concatenate([[0], np.cumsum(sizes)[:-1]])[rack_tenant] + rack_idx]
+    disk = np.asarray([h.disk_gb for h in cfg.hardware], dtype=np.float64)[hw_all]
+    jitter = rng_hw.uniform(1.0 - cfg.free_storage_jitter, 1.0 + cfg.free_storage_jitter, size=n_servers)
+    storage = np.round(np.minimum(disk, disk * free_frac[rack_tenant] * jitter))
+    rack = np.arange(n_servers) // cfg.rack_size
+    server_names = np.asarray([f"srv-{i:05d}" for i in range(n_servers)], dtype=object)
+    inventory = Inventory(
+        server=tuple(server_names.tolist()),
+        tenant=tuple(tenant_of[t] for t in rack_tenant),
+        environment=tuple(env_of[t] for t in rack_tenant),
+        rack=tuple(f"rack-{r:04d}" for r in rack),
+        cores=np.asarray([cfg.hardware[h].cores for h in hw_all], dtype=np.float64),
+        memory_mb=np.asarray([cfg.hardware[h].memory_mb for h in hw_all], dtype=np.float64),
+        storage_gb=storage,
+        hardware=tuple(cfg.hardware[h].name for h in hw_all),
+        datacenter=(cfg.datacenter,) * n_servers,
+        msb=tuple(f"msb-{r // cfg.racks_per_msb:02d}" for r in rack),
+    )
+    # 5. reimages
+    kind_index = {k: i for i, k in enumerate(_KINDS)}
+    tenant_kind = np.asarray([kind_index[e.split("-")[0]] for e in env_of], dtype=np.int64)
+    re_ts, re_server = _reimages(
+        rack_tenant, tenant_kind, np.asarray(env_of), days, cfg, np.random.default_rng([seed, _REIMAGES])
+    )
+    reimages = ReimageEvents(timestamp_s=cfg.start_s + re_ts, server=tuple(server_names[re_server].tolist()))
+    # 6. utilization of up to K servers per tenant (the first K of the tenant in datacenter order)
+    k = cfg.sampled_servers_per_tenant
+    sampled = []
+    for t in range(n_tenants):
+        members = np.flatnonzero(rack_tenant == t)
+        sampled.append(members if k <= 0 else members[:k])
+    utilization = _samples(
+        patterns, tenant_of, env_of, sampled, server_names, re_ts, re_server, seed, days, interval_s, cfg
+    )
+    logger.info(
+        "generated %d servers, %d tenants, %d samples, %d reimages",
+        n_servers, n_tenants, len(utilization), len(reimages.server),
+    )
+    return GeneratedDatacenter(
+        utilization=utilization,
+        reimages=reimages,
+        inventory=inventory,
+        tenant_pattern={tenant_of[i]: patterns[i] for i in range(n_tenants)},
+        days=float(days),
+        interval_s=float(interval_s),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Output and summary
+# ----------------------------------------------------------------------------------------------
+
+TRACE_FILES = ("utilization", "reimages", "inventory")
+
+
+def write_datacenter(dc: GeneratedDatacenter, out_dir: str | Path, *, fmt: str = "parquet") -> dict[str, Path]:
+    """Write ``utilization``, ``reimages`` and ``inventory`` (``.parquet`` or ``.csv.gz``) into ``out_dir``.
+
+    The three files are staged first and renamed into place together (:func:`io.write_tables`).
+    """
+    suffix = {"parquet": ".parquet", "csv": ".csv.gz"}[fmt]
+    out = Path(out_dir)
+    paths = {name: out / f"{name}{suffix}" for name in TRACE_FILES}
+    io.write_tables(
+        [
+            (io.utilization_table(dc.utilization), paths["utilization"]),
+            (io.reimages_table(dc.reimages), paths["reimages"]),
+            (io.inventory_table(dc.inventory), paths["inventory"]),
+        ]
+    )
+    return paths
+
+
+def correlated_reimage_events(
+    events: ReimageEvents, inventory: Inventory, *, window_s: float = 4 * 3600.0, min_servers: int = 10
+) -> list[tuple[str, float, int]]:
+    """Bursts of reimages in one environment: (environment, first time, servers) with at least
+    ``min_servers`` distinct servers reimaged within ``window_s`` of the burst's first event.
+
+    Greedy scan per environment in time order; a burst ends at the first event after its window.
+    """
+    env_of = dict(zip(inventory.server, inventory.environment, strict=True))
+    by_env: dict[str, list[tuple[float, str]]] = {}
+    for t, s in zip(events.timestamp_s, events.server, strict=True):
+        if s in env_of:
+            by_env.setdefault(env_of[s], []).append((float(t), s))
+    bursts = []
+    for env, rows in sorted(by_env.items()):
+        rows.sort()
+        i = 0
+        while i < len(rows):
+            t0 = rows[i][0]
+            j = i
+            while j < len(rows) and rows[j][0] - t0 <= window_s:
+                j += 1
+            servers = {s for _, s in rows[i:j]}
+            if len(servers) >= min_servers:
+                bursts.append((env, t0, len(servers)))
+                i = j
+            else:
+                i += 1
+    return bursts
+
+
+def summarize(dc: GeneratedDatacenter) -> dict[str, object]:
+    """Numbers worth printing about a (generated or converted) datacenter."""
+    from placement_service.traces.series import server_reimage_rates
+
+    inv = dc.inventory
+    tenants, sizes = np.unique(np.asarray(inv.tenant, dtype=str), return_counts=True)
+    by_pattern: dict[str, dict[str, float]] = {}
+    for t, n in zip(tenants, sizes, strict=True):
+        p = dc.tenant_pattern[str(t)].value if str(t) in dc.tenant_pattern else "unknown"
+        d = by_pattern.setdefault(p, {"tenants": 0, "servers": 0})
+        d["tenants"] += 1
+        d["servers"] += int(n)
+    rates = server_reimage_rates(dc.reimages, inv, span_s=dc.days * DAY_S)
+    bursts = correlated_reimage_events(dc.reimages, inv)
+    return {
+        "servers": len(inv),
+        "tenants": len(tenants),
+        "environments": len(set(inv.environment)),
+        "racks": len(set(inv.rack)),
+        "tenant_size": {
+            "median": float(np.median(sizes)),
+            "p90": float(np.percentile(sizes, 90)),
+            "max": int(sizes.max()),
+            "top10_server_share": float(np.sort(sizes)[::-1][: max(1, len(sizes) // 10)].sum() / sizes.sum()),
+        },
+        "patterns": by_pattern,
+        "samples": len(dc.utilization),
+        "sampled_servers": int(len(np.unique(dc.utilization.factorize("server")[1]))),
+        "days": dc.days,
+        "interval_s": dc.interval_s,
+        "reimages": {
+            "events": len(dc.reimages.server),
+            "servers_at_most_1_per_month": float(np.mean(rates <= 1.0)),
+            "max_per_server_month": float(rates.max()) if len(rates) else 0.0,
+            "correlated_bursts": len(bursts),
+            "largest_burst_servers": max((b[2] for b in bursts), default=0),
+        },
+        "storage_tb": {
+            "total": float(inv.storage_gb.sum() / 1000.0),
+            "per_server_median": float(np.median(inv.storage_gb) / 1000.0),
+            "servers_without_space": int((inv.storage_gb <= 0).sum()),
+        },
+        "cores": float(inv.cores.sum()),
+    }
