@@ -1,14 +1,94 @@
-"""Sub-commands of this package (placeholder until implemented)."""
+"""``harvest serve``: run the placement service (HTTP/JSON + gRPC) on one data directory."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 def register(subparsers: Any) -> None:
-    del subparsers
+    p = subparsers.add_parser(
+        "serve",
+        help="run the placement service (HTTP/JSON + gRPC)",
+        description=(
+            "Run the placement service: agents report over gRPC (Placement.Report) or HTTP "
+            "(POST /v1/reports); jobs and blocks get their classes and replica targets. Settings come "
+            "from --config (JSON), then HARVEST_<SETTING> environment variables, then these flags."
+        ),
+    )
+    p.add_argument("--data-dir", help="directory for the report log, Parquet history and SQLite state")
+    p.add_argument("--http-port", type=int, help="HTTP port (0 = any free port)")
+    p.add_argument("--grpc-port", type=int, help="gRPC port (0 = any free port)")
+    p.add_argument("--token-file", help="file holding the bearer token that mutating calls must present")
+    p.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--config", help="JSON file of settings (see docs/service.md)")
+    p.add_argument("--tls-cert-file", help="PEM certificate: serve HTTPS and gRPC over TLS")
+    p.add_argument("--tls-key-file", help="PEM private key for --tls-cert-file")
+    p.add_argument("--rm-url", help="YARN ResourceManager web address, e.g. http://rm:8088 (push labels)")
+    p.add_argument("--classes-file", help="classes.json to serve until the first re-clustering")
+    p.add_argument("--capacity-scheduler-file", help="write capacity-scheduler.xml here after re-clustering")
+    p.add_argument("--recluster-interval-s", type=float, help="seconds between re-clusterings (0 = on demand)")
+    p.add_argument("--compact-interval-s", type=float, help="seconds between log compactions")
+    p.add_argument("--slot-s", type=int, help="history slot length in seconds (default 300)")
+    p.set_defaults(func=_serve)
 
 
-def _unused(args: argparse.Namespace) -> int:  # pragma: no cover
+def _serve(args: argparse.Namespace) -> int:
+    import os
+    import signal
+    import threading
+    from pathlib import Path
+
+    from werkzeug.serving import make_server
+
+    from placement_service.server.config import build_config
+    from placement_service.server.grpc_api import GrpcServer
+    from placement_service.server.http_api import create_app
+    from placement_service.server.service import PlacementService
+
+    flags = {k: getattr(args, k, None) for k in (
+        "data_dir", "http_port", "grpc_port", "token_file", "host", "tls_cert_file", "tls_key_file", "rm_url",
+        "classes_file", "capacity_scheduler_file", "recluster_interval_s", "compact_interval_s", "slot_s",
+    )}
+    cfg = build_config(Path(args.config) if args.config else None, os.environ, flags)
+    token = cfg.read_token()
+    if token is None:
+        logger.warning("no --token-file: mutating endpoints accept requests without a token")
+    service = PlacementService(cfg)
+    service.start()
+
+    grpc_creds = None
+    ssl_context = None
+    if cfg.tls_cert_file is not None and cfg.tls_key_file is not None:
+        import grpc
+
+        grpc_creds = grpc.ssl_server_credentials([(cfg.tls_key_file.read_bytes(), cfg.tls_cert_file.read_bytes())])
+        ssl_context = (str(cfg.tls_cert_file), str(cfg.tls_key_file))
+    grpc_server = GrpcServer(service, token, cfg.host, cfg.grpc_port, grpc_creds)
+    grpc_server.start()
+    app = create_app(service, token)
+    http = make_server(cfg.host, cfg.http_port, app, threaded=True, ssl_context=ssl_context)
+    http_port = http.socket.getsockname()[1]
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: object) -> None:
+        del frame
+        logger.info("signal %d: shutting down", signum)
+        stop.set()
+        threading.Thread(target=http.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    scheme = "https" if ssl_context else "http"
+    print(f"harvest serve: {scheme}://{cfg.host}:{http_port} grpc {cfg.host}:{grpc_server.port} "
+          f"data {cfg.data_dir}", flush=True)
+    try:
+        http.serve_forever()
+    finally:
+        grpc_server.stop()
+        service.close()
     return 0

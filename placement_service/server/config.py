@@ -1,0 +1,125 @@
+"""The service's one frozen configuration: defaults, then a JSON file, then ``HARVEST_*`` environment
+variables, then command-line flags (each later source wins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from placement_service import HarvestError
+
+
+class ConfigError(HarvestError):
+    """The service configuration is invalid."""
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    data_dir: Path = Path("harvest-data")
+    host: str = "127.0.0.1"
+    http_port: int = 8470
+    grpc_port: int = 8471
+    token_file: Path | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    # Ingest and validation.
+    slot_s: int = 300  # history slot length (s)
+    max_future_s: float = 300.0  # reports stamped further in the future are rejected
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_reports_per_request: int = 20000
+    # Background work.
+    compact_interval_s: float = 10.0  # close a log segment and store it as Parquet this often
+    recluster_interval_s: float = 86400.0  # 0 disables scheduled re-clustering
+    history_days: float = 14.0  # history used by re-clustering
+    current_window_s: float = 900.0  # window for each class's current CPU (class selection)
+    # Policy inputs.
+    inventory_file: Path | None = None  # optional inventory (racks, storage) for replica placement
+    reimages_file: Path | None = None  # optional reimage events for the 3x3 grid rows
+    classes_file: Path | None = None  # optional initial classes.json (used when none is stored)
+    capacity_scheduler_file: Path | None = None  # where to write the generated queue config
+    seed: int = 0
+    # YARN ResourceManager (label push); empty = do not push.
+    rm_url: str = ""
+    rm_timeout_s: float = 5.0
+    rm_exclusive: bool = False  # exclusivity of the labels the service creates
+    rm_centralized: bool = False  # also map nodes to labels centrally (off: NM label script does it)
+    multi_class_queue: str = "default"  # queue for a job spread over several classes (no label OR)
+    # gRPC
+    grpc_max_workers: int = 16
+
+    def data_path(self, *parts: str) -> Path:
+        return self.data_dir.joinpath(*parts)
+
+    def read_token(self) -> str | None:
+        if self.token_file is None:
+            return None
+        try:
+            token = self.token_file.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"token file {self.token_file}: {exc}") from None
+        if not token:
+            raise ConfigError(f"token file {self.token_file} is empty")
+        return token
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(ServiceConfig)}
+_PATHS = {"data_dir", "token_file", "tls_cert_file", "tls_key_file", "inventory_file", "reimages_file",
+          "classes_file", "capacity_scheduler_file"}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    default = _FIELDS[name].default
+    try:
+        if value is None or value == "":
+            return None if name in _PATHS and name != "data_dir" else default
+        if name in _PATHS:
+            return Path(value)
+        if isinstance(default, bool):
+            return str(value).lower() in ("1", "true", "yes")
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: {name}: {exc}") from None
+
+
+def build_config(
+    file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> ServiceConfig:
+    """Defaults <- JSON file <- ``HARVEST_<FIELD>`` environment <- flags (``None`` flags are unset)."""
+    values: dict[str, Any] = {}
+    if file is not None:
+        try:
+            doc = json.loads(file.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"config file {file}: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"config file {file}: must be a JSON object")
+        for key, value in doc.items():
+            if key not in _FIELDS:
+                raise ConfigError(f"config file {file}: unknown setting {key!r}")
+            values[key] = _coerce(key, value, str(file))
+    env = os.environ if env is None else env
+    for name in _FIELDS:
+        key = f"HARVEST_{name.upper()}"
+        if key in env:
+            values[name] = _coerce(name, env[key], key)
+    for name, value in (flags or {}).items():
+        if value is not None and name in _FIELDS:
+            values[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
+    cfg = ServiceConfig(**values)
+    if cfg.slot_s <= 0 or cfg.max_future_s < 0 or cfg.compact_interval_s <= 0:
+        raise ConfigError("slot_s and compact_interval_s must be > 0, max_future_s >= 0")
+    if (cfg.tls_cert_file is None) != (cfg.tls_key_file is None):
+        raise ConfigError("TLS needs both tls_cert_file and tls_key_file")
+    return cfg

@@ -1,0 +1,178 @@
+"""gRPC adapter (grpcio asyncio server in its own thread): ``Report``, ``ChooseTargets``, ``NodeClass``.
+
+The asyncio server keeps one coroutine, not one thread, per open agent stream, so thousands of agents
+can stay connected. ``Report`` needs ``authorization: Bearer <token>`` metadata when the service has
+a token; a bad report aborts the stream with INVALID_ARGUMENT naming the field (nothing of it is
+stored; earlier messages of the stream were already acknowledged one by one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from placement_service.core.types import PlacementError, PolicyError
+from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
+from placement_service.server.reports import (
+    REQUIRED_FIELDS,
+    NotFoundError,
+    RequestError,
+    check_name,
+    parse_report,
+)
+from placement_service.server.service import PlacementService
+
+logger = logging.getLogger(__name__)
+
+
+def report_from_proto(msg: harvest_pb2.NodeReport, now_s: float, max_future_s: float) -> Any:
+    doc = {name: getattr(msg, name) for name in REQUIRED_FIELDS}
+    doc["seq"] = int(msg.seq)
+    return parse_report(doc, "report", now_s, max_future_s)
+
+
+class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
+    def __init__(self, service: PlacementService, token: str | None) -> None:
+        self.service = service
+        self.token = token
+
+    async def _authorize(self, context: grpc.aio.ServicerContext) -> None:
+        if self.token is None:
+            return
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization":
+                scheme, _, tok = str(value).partition(" ")
+                if scheme.lower() == "bearer" and hmac.compare_digest(tok.strip().encode(), self.token.encode()):
+                    return
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                            "authorization: metadata 'authorization: Bearer <token>' is required")
+
+    async def Report(  # noqa: N802 - gRPC method name
+        self, request_iterator: AsyncIterator[harvest_pb2.NodeReport], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[harvest_pb2.ReportReply]:
+        await self._authorize(context)
+        service = self.service
+        cfg = service.cfg
+        async for msg in request_iterator:
+            try:
+                report = report_from_proto(msg, time.time(), cfg.max_future_s)
+            except RequestError as exc:
+                service.metrics.inc("harvest_reports_rejected_total", api="grpc")
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                return
+            result = service.ingest([report])
+            await asyncio.wrap_future(service.wal.future(result.ticket))
+            service.after_durable(result)
+            service.metrics.inc("harvest_reports_accepted_total", api="grpc")
+            class_id = service.policy.class_of_tenant(report.tenant)
+            yield harvest_pb2.ReportReply(
+                node=report.node, acked_seq=result.acked_seq.get(report.node, 0), class_id=class_id, label=class_id
+            )
+
+    async def ChooseTargets(  # noqa: N802
+        self, request: harvest_pb2.ChooseTargetsRequest, context: grpc.aio.ServicerContext
+    ) -> harvest_pb2.ChooseTargetsReply:
+        start = time.perf_counter()
+        try:
+            writer = request.writer
+            if writer:
+                check_name(writer, "writer")
+                self.service.node(writer)
+            if not 1 <= request.replicas <= 32:
+                raise RequestError(f"replicas: must be 1..32, got {request.replicas}", "replicas")
+            excluded = [check_name(e, f"excluded[{i}]") for i, e in enumerate(request.excluded)]
+            result = self.service.policy.place(writer, int(request.replicas), excluded, int(request.block_size))
+        except NotFoundError as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+            raise
+        except RequestError as exc:
+            code = grpc.StatusCode.FAILED_PRECONDITION if exc.status == 409 else grpc.StatusCode.INVALID_ARGUMENT
+            await context.abort(code, str(exc))
+            raise
+        except PlacementError as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"replicas: {exc}")
+            raise
+        except PolicyError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+        finally:
+            self.service.metrics.observe("harvest_grpc_request_seconds", time.perf_counter() - start,
+                                         method="ChooseTargets")
+        return harvest_pb2.ChooseTargetsReply(targets=list(result.targets), relaxed=result.relaxed,
+                                              reason=result.reason)
+
+    async def NodeClass(  # noqa: N802
+        self, request: harvest_pb2.NodeClassRequest, context: grpc.aio.ServicerContext
+    ) -> harvest_pb2.NodeClassReply:
+        try:
+            check_name(request.node, "node")
+            info = self.service.node_info(request.node)
+        except NotFoundError as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+            raise
+        except RequestError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise
+        return harvest_pb2.NodeClassReply(
+            node=info["node"], class_id=info["class_id"], label=info["label"], busy=info["busy"],
+            harvestable=info["harvestable"], last_report_timestamp=info["last_report"]["timestamp"],
+        )
+
+
+class GrpcServer:
+    """Runs the asyncio gRPC server on its own event loop thread."""
+
+    def __init__(self, service: PlacementService, token: str | None, host: str, port: int,
+                 credentials: grpc.ServerCredentials | None = None) -> None:
+        self._servicer = PlacementServicer(service, token)
+        self._address = f"{host}:{port}"
+        self._credentials = credentials
+        self._loop = asyncio.new_event_loop()
+        self._server: grpc.aio.Server | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.port = port
+        self._thread = threading.Thread(target=self._run, name="grpc", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._serve())
+        except BaseException as exc:  # reported to start()
+            self._error = exc
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        harvest_pb2_grpc.add_PlacementServicer_to_server(self._servicer, server)
+        if self._credentials is not None:
+            self.port = server.add_secure_port(self._address, self._credentials)
+        else:
+            self.port = server.add_insecure_port(self._address)
+        await server.start()
+        self._server = server
+        self._ready.set()
+        await server.wait_for_termination()
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        if self._server is None:
+            return
+        fut = asyncio.run_coroutine_threadsafe(self._server.stop(grace_s), self._loop)
+        try:
+            fut.result(timeout=grace_s + 5)
+        except Exception:
+            logger.warning("gRPC server did not stop cleanly")
+        self._thread.join(timeout=5)

@@ -1,0 +1,274 @@
+"""Per-tenant history: reports aggregated per time slot, stored as Parquet partitioned by day.
+
+Stored row (one per tenant and slot and source file)::
+
+    tenant: string, slot_start_s: int64, n_reports: int64, cpu_frac_sum: float64, memory_frac_sum: float64
+
+A tenant's average-server CPU in a slot is ``sum(cpu_frac_sum) / sum(n_reports)`` over every file
+holding that slot, where ``cpu_frac = primary_cpu_cores / capacity_cores`` of one report: sums and
+counts add up across files, so a slot split over several log segments aggregates exactly.
+
+Files: ``<root>/day=YYYY-MM-DD/seg-<first>-<last>.parquet`` holds the reports of log segments
+``first..last`` whose slot starts on that (UTC) day. Crash safety:
+
+1. every file is written to ``*.tmp``, fsync'd, renamed, and the directory fsync'd, so a reader
+   never sees a half-written Parquet file (stray ``*.tmp`` files are deleted at start-up);
+2. writing segment ``n`` always produces ``seg-n-n.parquet`` with the same content, so redoing an
+   interrupted compaction simply replaces the file;
+3. merging files ``a..b`` writes ``seg-a-b.parquet`` before deleting its inputs; a reader ignores (and
+   start-up deletes) every file whose segment range lies inside another file's range in the same day,
+   so a crash between the rename and the deletes never counts a report twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from placement_service.server.reports import NodeReport
+from placement_service.server.wal import fsync_dir
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = pa.schema(
+    [
+        ("tenant", pa.string()),
+        ("slot_start_s", pa.int64()),
+        ("n_reports", pa.int64()),
+        ("cpu_frac_sum", pa.float64()),
+        ("memory_frac_sum", pa.float64()),
+    ]
+)
+_FILE_RE = re.compile(r"^seg-(\d+)-(\d+)\.parquet$")
+SlotKey = tuple[str, int]
+# [n_reports, cpu_frac_sum, memory_frac_sum]
+Aggregate = dict[SlotKey, list[float]]
+
+
+@dataclass(frozen=True)
+class SlotSample:
+    slot_start_s: int
+    n_reports: int
+    cpu_frac_sum: float
+    memory_frac_sum: float
+
+    def to_json(self) -> dict[str, float | int]:
+        n = max(self.n_reports, 1)
+        return {
+            "slot_start_s": self.slot_start_s,
+            "reports": self.n_reports,
+            "cpu_frac": self.cpu_frac_sum / n,
+            "memory_frac": self.memory_frac_sum / n,
+            "cpu_frac_sum": self.cpu_frac_sum,
+            "memory_frac_sum": self.memory_frac_sum,
+        }
+
+
+def add_reports(agg: Aggregate, reports: Iterable[NodeReport], slot_s: int) -> None:
+    """Add reports to a per-(tenant, slot) aggregate in place."""
+    for r in reports:
+        key = (r.tenant, int(r.timestamp // slot_s) * slot_s)
+        cell = agg.get(key)
+        if cell is None:
+            agg[key] = [1.0, r.cpu_frac, r.memory_frac]
+        else:
+            cell[0] += 1.0
+            cell[1] += r.cpu_frac
+            cell[2] += r.memory_frac
+
+
+def day_of(slot_start_s: int) -> str:
+    return dt.datetime.fromtimestamp(slot_start_s, tz=dt.UTC).strftime("%Y-%m-%d")
+
+
+def _table_from_aggregate(agg: Mapping[SlotKey, list[float]]) -> pa.Table:
+    keys = sorted(agg)
+    return pa.table(
+        {
+            "tenant": [k[0] for k in keys],
+            "slot_start_s": [k[1] for k in keys],
+            "n_reports": [int(agg[k][0]) for k in keys],
+            "cpu_frac_sum": [agg[k][1] for k in keys],
+            "memory_frac_sum": [agg[k][2] for k in keys],
+        },
+        schema=SCHEMA,
+    )
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    """Write ``table`` to ``path`` so that ``path`` is either absent or complete."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        pq.write_table(table, fh, row_group_size=65536, compression="zstd")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def visible_files(day_dir: Path) -> list[tuple[int, int, Path]]:
+    """The files of one day that count: those not covered by another file's segment range."""
+    ranges = []
+    for p in day_dir.iterdir():
+        m = _FILE_RE.match(p.name)
+        if m:
+            ranges.append((int(m.group(1)), int(m.group(2)), p))
+    out = []
+    for a, b, p in ranges:
+        covered = any((a2 <= a and b <= b2) and (a2, b2) != (a, b) for a2, b2, _ in ranges)
+        if not covered:
+            out.append((a, b, p))
+    return sorted(out)
+
+
+class HistoryStore:
+    """Reads and writes the Parquet history under ``root`` (thread-safe)."""
+
+    def __init__(self, root: Path, slot_s: int, merge_threshold: int = 16, cleanup: bool = True) -> None:
+        """``cleanup`` (the owning process only) deletes half-written and superseded files."""
+        self.root = root
+        self.slot_s = slot_s
+        self.merge_threshold = merge_threshold
+        root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        if cleanup:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        for day_dir in self._day_dirs():
+            keep = {p for _, _, p in visible_files(day_dir)}
+            for p in day_dir.iterdir():
+                if p.name.endswith(".tmp") or (_FILE_RE.match(p.name) and p not in keep):
+                    logger.info("removing %s (half-written or superseded)", p)
+                    p.unlink()
+
+    def _day_dirs(self) -> list[Path]:
+        return sorted(p for p in self.root.glob("day=*") if p.is_dir())
+
+    # -- writing ---------------------------------------------------------------------------------
+    def write_segment(self, segment_id: int, agg: Mapping[SlotKey, list[float]]) -> list[Path]:
+        """Store one log segment's aggregate (one file per day it touches); idempotent."""
+        by_day: dict[str, dict[SlotKey, list[float]]] = {}
+        for key, cell in agg.items():
+            by_day.setdefault(day_of(key[1]), {})[key] = cell
+        written = []
+        for day, part in sorted(by_day.items()):
+            day_dir = self.root / f"day={day}"
+            if not day_dir.exists():
+                day_dir.mkdir(parents=True, exist_ok=True)
+                fsync_dir(self.root)
+            path = day_dir / f"seg-{segment_id}-{segment_id}.parquet"
+            with self._lock:
+                write_parquet_atomic(_table_from_aggregate(part), path)
+            written.append(path)
+            if len(visible_files(day_dir)) > self.merge_threshold:
+                self.merge_day(day_dir)
+        return written
+
+    def merge_day(self, day_dir: Path) -> Path | None:
+        """Merge every visible file of one day into one (see the module docstring, point 3)."""
+        with self._lock:
+            files = visible_files(day_dir)
+            if len(files) < 2:
+                return None
+            table = pa.concat_tables([pq.read_table(p, schema=SCHEMA) for _, _, p in files])
+            grouped = table.group_by(["tenant", "slot_start_s"]).aggregate(
+                [("n_reports", "sum"), ("cpu_frac_sum", "sum"), ("memory_frac_sum", "sum")]
+            )
+            grouped = grouped.rename_columns(
+                [{"n_reports_sum": "n_reports", "cpu_frac_sum_sum": "cpu_frac_sum",
+                  "memory_frac_sum_sum": "memory_frac_sum"}.get(n, n) for n in grouped.column_names]
+            ).select(SCHEMA.names).sort_by([("tenant", "ascending"), ("slot_start_s", "ascending")])
+            first, last = min(a for a, _, _ in files), max(b for _, b, _ in files)
+            out = day_dir / f"seg-{first}-{last}.parquet"
+            write_parquet_atomic(grouped.cast(SCHEMA), out)
+            for _, _, p in files:
+                if p != out:
+                    p.unlink()
+            fsync_dir(day_dir)
+            return out
+
+    # -- reading ---------------------------------------------------------------------------------
+    def _files_between(self, since_s: float, until_s: float) -> list[Path]:
+        lo, hi = day_of(int(max(since_s, 0))), day_of(int(min(until_s, 253402214399)))
+        out: list[Path] = []
+        for day_dir in self._day_dirs():
+            day = day_dir.name[4:]
+            if lo <= day <= hi:
+                out.extend(p for _, _, p in visible_files(day_dir))
+        return out
+
+    def read_table(self, since_s: float, until_s: float, tenant: str | None = None) -> pa.Table:
+        """Rows with ``since_s <= slot_start_s < until_s`` (optionally one tenant), not yet summed."""
+        with self._lock:
+            files = self._files_between(since_s, until_s)
+            tables = []
+            for p in files:
+                filters: list[tuple[str, str, object]] = [
+                    ("slot_start_s", ">=", int(np.floor(since_s))), ("slot_start_s", "<", int(np.ceil(until_s)))
+                ]
+                if tenant is not None:
+                    filters.append(("tenant", "=", tenant))
+                tables.append(pq.read_table(p, schema=SCHEMA, filters=filters))
+        if not tables:
+            return SCHEMA.empty_table()
+        return pa.concat_tables(tables)
+
+    def samples(self, tenant: str, since_s: float, until_s: float,
+                pending: Iterable[Mapping[SlotKey, list[float]]] = ()) -> list[SlotSample]:
+        """One tenant's slots in ``[since_s, until_s)``, stored plus not-yet-compacted aggregates."""
+        acc: dict[int, list[float]] = {}
+        table = self.read_table(since_s, until_s, tenant)
+        for slot, n, c, m in zip(
+            table["slot_start_s"].to_pylist(), table["n_reports"].to_pylist(),
+            table["cpu_frac_sum"].to_pylist(), table["memory_frac_sum"].to_pylist(), strict=True,
+        ):
+            cell = acc.setdefault(slot, [0.0, 0.0, 0.0])
+            cell[0] += n
+            cell[1] += c
+            cell[2] += m
+        for agg in pending:
+            for (t, slot), (n, c, m) in agg.items():
+                if t == tenant and since_s <= slot < until_s:
+                    cell = acc.setdefault(slot, [0.0, 0.0, 0.0])
+                    cell[0] += n
+                    cell[1] += c
+                    cell[2] += m
+        return [SlotSample(s, int(v[0]), v[1], v[2]) for s, v in sorted(acc.items())]
+
+    def tenant_matrix(self, since_s: float, until_s: float) -> tuple[list[str], int, np.ndarray]:
+        """Every tenant's average CPU per slot: ``(tenants, first_slot_s, cpu[n_tenants, n_slots])``.
+
+        Slots without reports are NaN. Used by re-clustering (which fills short gaps itself).
+        """
+        table = self.read_table(since_s, until_s)
+        if table.num_rows == 0:
+            return [], 0, np.zeros((0, 0))
+        tenant_col = pc.dictionary_encode(table["tenant"]).combine_chunks()
+        names = [str(x) for x in tenant_col.dictionary.to_pylist()]
+        order = np.argsort(names)
+        rank = np.empty(len(names), dtype=np.int64)
+        rank[order] = np.arange(len(names))
+        t_idx = rank[tenant_col.indices.to_numpy(zero_copy_only=False)]
+        slots = table["slot_start_s"].to_numpy()
+        first = int(slots.min())
+        s_idx = (slots - first) // self.slot_s
+        n_slots = int(s_idx.max()) + 1
+        n = np.zeros((len(names), n_slots))
+        c = np.zeros((len(names), n_slots))
+        np.add.at(n, (t_idx, s_idx), table["n_reports"].to_numpy())
+        np.add.at(c, (t_idx, s_idx), table["cpu_frac_sum"].to_numpy())
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cpu = np.where(n > 0, c / np.maximum(n, 1), np.nan)
+        return sorted(names), first, cpu

@@ -1,0 +1,267 @@
+"""HTTP/JSON adapter (Flask): translates requests into ``PlacementService`` calls.
+
+Every error answers ``{"error": {"message": str, "field": str | null}}`` with a 4xx status naming
+what is wrong; a rejected request stores nothing. Mutating endpoints (reports, re-clustering, the
+harvestable set, flush) need ``Authorization: Bearer <token>`` when the service has a token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, Response, g, request
+from werkzeug.exceptions import HTTPException
+
+from placement_service.core.types import PlacementError, PolicyError
+from placement_service.server.reports import RequestError, check_name, parse_report_batch
+from placement_service.server.service import PlacementService
+
+logger = logging.getLogger(__name__)
+
+OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi.json"
+
+
+def _json(doc: Any, status: int = 200) -> Response:
+    return Response(json.dumps(doc, allow_nan=False), status=status, mimetype="application/json")
+
+
+def _error(message: str, field: str | None, status: int) -> Response:
+    return _json({"error": {"message": message, "field": field}}, status)
+
+
+def _body() -> Any:
+    raw = request.get_data(cache=False)
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(f"body: malformed JSON: {exc}", "body") from None
+
+
+def _float_arg(name: str, default: float) -> float:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise RequestError(f"{name}: must be a number (epoch seconds), got {raw!r}", name) from None
+    if not math.isfinite(value):
+        raise RequestError(f"{name}: must be finite, got {raw!r}", name)
+    return value
+
+
+def create_app(service: PlacementService, token: str | None) -> Flask:
+    app = Flask("harvest-placement")
+    app.config["MAX_CONTENT_LENGTH"] = service.cfg.max_body_bytes
+    cfg = service.cfg
+    metrics = service.metrics
+
+    def require_token() -> None:
+        if token is None:
+            return
+        header = request.headers.get("Authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            raise RequestError("Authorization: a valid 'Bearer <token>' header is required", "Authorization", 401)
+
+    @app.before_request
+    def _start() -> None:
+        g.start = time.perf_counter()
+
+    @app.after_request
+    def _done(resp: Response) -> Response:
+        rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        metrics.observe("harvest_http_request_seconds", time.perf_counter() - g.get("start", time.perf_counter()),
+                        route=rule)
+        metrics.inc("harvest_http_requests_total", route=rule, status=str(resp.status_code))
+        if resp.status_code == 401:
+            resp.headers["WWW-Authenticate"] = 'Bearer realm="harvest"'
+        return resp
+
+    @app.errorhandler(RequestError)
+    def _request_error(exc: RequestError) -> Response:
+        return _error(str(exc), exc.field, exc.status)
+
+    @app.errorhandler(PlacementError)
+    def _placement_error(exc: PlacementError) -> Response:
+        return _error(str(exc), "replicas", 409)
+
+    @app.errorhandler(PolicyError)
+    def _policy_error(exc: PolicyError) -> Response:
+        return _error(str(exc), None, 400)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        field = "body" if exc.code == 413 else None
+        return _error(exc.description or exc.name, field, exc.code or 500)
+
+    @app.errorhandler(Exception)
+    def _internal(exc: Exception) -> Response:
+        logger.exception("internal error on %s %s", request.method, request.path)
+        return _error(f"internal error: {type(exc).__name__}", None, 500)
+
+    # -- agents ----------------------------------------------------------------------------------
+    @app.post("/v1/reports")
+    def post_reports() -> Response:
+        require_token()
+        reports = parse_report_batch(_body(), time.time(), cfg.max_future_s, cfg.max_reports_per_request)
+        result = service.ingest_and_wait(reports)
+        metrics.inc("harvest_reports_accepted_total", len(reports), api="http")
+        return _json({"accepted": len(reports), "stored": len(result.stored), "duplicates": result.duplicates},
+                     202)
+
+    # -- decisions -------------------------------------------------------------------------------
+    @app.post("/v1/jobs/select")
+    def post_select() -> Response:
+        from placement_service.core.dag import parse_job
+
+        doc = _body()
+        try:
+            job = parse_job(doc, "job")
+        except PolicyError as exc:
+            raise RequestError(str(exc), _field_of(str(exc))) from None
+        policy = service.policy
+        decision = policy.select(job)
+        sel = decision.selection
+        return _json({
+            "job": job.name,
+            "job_type": sel.job_type.value,
+            "max_concurrency": sel.max_concurrency,
+            "classes": list(sel.classes),
+            "queue": decision.queue,
+            "node_label": decision.node_label,
+            "wait": not sel.classes,
+            "class_table_version": policy.version,
+        })
+
+    @app.post("/v1/blocks/place")
+    def post_place() -> Response:
+        doc = _body()
+        writer, replicas, excluded, block_size = parse_place_request(doc)
+        if writer:
+            service.node(writer)  # 404 for an unknown writer
+        result = service.policy.place(writer, replicas, excluded, block_size)
+        return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason})
+
+    # -- queries ---------------------------------------------------------------------------------
+    @app.get("/v1/classes")
+    def get_classes() -> Response:
+        policy = service.policy
+        doc: dict[str, Any] = dict(policy.doc) if policy.doc else {"classes": [], "tenants": {}}
+        doc["version"] = policy.version
+        if policy.selector is not None:
+            doc["current_cpu"] = policy.selector.current()
+        return _json(doc)
+
+    @app.get("/v1/nodes/<node>")
+    def get_node(node: str) -> Response:
+        check_name(node, "node")
+        return _json(service.node_info(node))
+
+    @app.get("/v1/tenants/<tenant>/samples")
+    def get_samples(tenant: str) -> Response:
+        check_name(tenant, "tenant")
+        since = _float_arg("since", 0.0)
+        until = _float_arg("until", time.time() + cfg.max_future_s + cfg.slot_s)
+        if until < since:
+            raise RequestError(f"until: must be >= since ({since}), got {until}", "until")
+        if not service.known_tenant(tenant):
+            raise RequestError(f"tenant {tenant!r} is unknown", "tenant", 404)
+        samples = service.samples(tenant, since, until)
+        return _json({"tenant": tenant, "slot_s": cfg.slot_s, "since": since, "until": until,
+                      "samples": [s.to_json() for s in samples]})
+
+    # -- operations ------------------------------------------------------------------------------
+    @app.post("/v1/recluster")
+    def post_recluster() -> Response:
+        require_token()
+        queued = service.recluster.request()
+        wait = request.args.get("wait", "") in ("1", "true", "yes")
+        if wait:
+            service.recluster.wait_idle(timeout_s=float(request.args.get("timeout_s", "600")))
+        status = service.recluster.status()
+        status["class_table_version"] = service.policy.version
+        return _json({"queued": queued, **status}, 200 if wait else 202)
+
+    @app.get("/v1/recluster")
+    def get_recluster() -> Response:
+        status = service.recluster.status()
+        status["class_table_version"] = service.policy.version
+        status["resource_manager"] = service.rm_status
+        return _json(status)
+
+    @app.put("/v1/harvestable")
+    def put_harvestable() -> Response:
+        require_token()
+        doc = _body()
+        if not isinstance(doc, dict) or "nodes" not in doc:
+            raise RequestError("nodes: required (a list of node names, or null for every node)", "nodes")
+        nodes = doc["nodes"]
+        if nodes is not None:
+            if not isinstance(nodes, list):
+                raise RequestError("nodes: must be a list or null", "nodes")
+            nodes = [check_name(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
+        service.set_harvestable(nodes)
+        return _json({"harvestable": None if nodes is None else sorted(nodes)})
+
+    @app.get("/v1/harvestable")
+    def get_harvestable() -> Response:
+        h = service.harvestable
+        return _json({"harvestable": None if h is None else sorted(h)})
+
+    @app.post("/v1/flush")
+    def post_flush() -> Response:
+        require_token()
+        return _json({"segments_compacted": service.compact()})
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok", "class_table_version": service.policy.version,
+                      "log_segment": service.wal.segment_id})
+
+    @app.get("/metrics")
+    def get_metrics() -> Response:
+        return Response(service.metrics.render(), mimetype="text/plain; version=0.0.4")
+
+    @app.get("/openapi.json")
+    def openapi() -> Response:
+        return Response(OPENAPI_PATH.read_text(), mimetype="application/json")
+
+    return app
+
+
+def _field_of(message: str) -> str | None:
+    """Field named by a core ``PolicyError`` message (``job: vertices['a'].tasks: ...``)."""
+    parts = [p.strip() for p in message.split(":")]
+    return parts[1] if len(parts) > 2 else None
+
+
+def parse_place_request(doc: Any) -> tuple[str, int, list[str], int]:
+    if not isinstance(doc, dict):
+        raise RequestError("body: must be a JSON object", "body")
+    unknown = sorted(set(doc) - {"writer", "replicas", "excluded", "block_size"})
+    if unknown:
+        raise RequestError(f"{unknown[0]}: unknown field", unknown[0])
+    writer = doc.get("writer", "") or ""
+    if writer:
+        check_name(writer, "writer")
+    elif not isinstance(writer, str):
+        raise RequestError("writer: must be a string", "writer")
+    replicas = doc.get("replicas", 3)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 32:
+        raise RequestError(f"replicas: must be an integer 1..32, got {replicas!r}", "replicas")
+    excluded = doc.get("excluded", [])
+    if not isinstance(excluded, list):
+        raise RequestError("excluded: must be a list of node names", "excluded")
+    excluded = [check_name(e, f"excluded[{i}]") for i, e in enumerate(excluded)]
+    block_size = doc.get("block_size", 0)
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or not 0 <= block_size <= 2**40:
+        raise RequestError(f"block_size: must be an integer number of bytes 0..2^40, got {block_size!r}",
+                           "block_size")
+    return writer, replicas, excluded, block_size

@@ -1,0 +1,182 @@
+"""Re-clustering off the critical path: a worker thread that runs the clustering in a child process.
+
+Steps of one run:
+
+1. the worker thread snapshots what the clustering needs from the live state (servers, cores and
+   storage per tenant, reimage rates) and hands it to a child process (``spawn``, lowered
+   priority), so the heavy FFT / K-means work never competes with request threads for the GIL;
+2. the child reads the Parquet history of the last ``history_days`` (:func:`compute_class_table`),
+   builds each tenant's average-server series, fits ``UtilizationClustering`` and the 3x3 grid,
+   and returns the ``classes.json`` document;
+3. the worker hands the document to ``on_table`` (the service adopts it atomically: SQLite
+   transaction, then one reference swap), then pushes labels to the ResourceManager and writes the
+   Capacity Scheduler queue config (both optional, failures logged, never fatal).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReclusterInput:
+    history_dir: Path
+    slot_s: int
+    since_s: float
+    until_s: float
+    servers_per_tenant: Mapping[str, int]
+    cores_per_tenant: Mapping[str, float]
+    storage_gb_per_tenant: Mapping[str, float]
+    reimage_rate_per_tenant: Mapping[str, float] = field(default_factory=dict)
+    seed: int = 0
+    max_fill_slots: int = 3
+
+
+def _lower_priority() -> None:
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+
+
+def compute_class_table(inp: ReclusterInput) -> dict[str, Any]:
+    """Cluster the stored history into a ``classes.json`` document (runs in the child process)."""
+    import numpy as np
+
+    from placement_service.core.clustering import UtilizationClustering
+    from placement_service.core.grid import build_grid
+    from placement_service.core.types import TenantSeries
+    from placement_service.server.history import HistoryStore
+    from placement_service.traces.series import fill_gaps
+
+    store = HistoryStore(inp.history_dir, inp.slot_s, cleanup=False)
+    tenants, first_slot_s, cpu = store.tenant_matrix(inp.since_s, inp.until_s)
+    if not tenants:
+        raise ValueError("no history stored in the re-clustering window")
+    filled, gaps = fill_gaps(cpu, inp.max_fill_slots)
+    # Tenants with no sample at all cannot be clustered; they stay unclassified.
+    keep = ~np.all(np.isnan(filled), axis=1)
+    names = tuple(t for t, k in zip(tenants, keep, strict=True) if k)
+    series = TenantSeries(
+        tenants=names, start_s=float(first_slot_s), interval_s=float(inp.slot_s), cpu=filled[keep],
+        long_gaps=tuple((tenants[r], c, n) for r, c, n in gaps if keep[r]),
+    )
+    model = UtilizationClustering(random_state=inp.seed).fit(
+        series,
+        servers_per_tenant={t: int(inp.servers_per_tenant.get(t, 1)) for t in names},
+        cores_per_tenant={t: float(inp.cores_per_tenant.get(t, 0.0)) for t in names},
+    )
+    grid = build_grid(
+        {t: float(inp.reimage_rate_per_tenant.get(t, 0.0)) for t in names},
+        {t: float(model.tenant_peak_cpu_[t]) for t in names},
+        {t: float(inp.storage_gb_per_tenant.get(t, 0.0)) for t in names},
+    )
+    return model.class_table(grid).to_json()
+
+
+class ReclusterWorker:
+    """Runs re-clustering on a schedule and on demand, one run at a time (see the module docstring)."""
+
+    def __init__(
+        self,
+        make_input: Callable[[], ReclusterInput],
+        on_table: Callable[[dict[str, Any]], None],
+        interval_s: float,
+    ) -> None:
+        self._make_input = make_input
+        self._on_table = on_table
+        self._interval_s = interval_s
+        self._cond = threading.Condition()
+        self._requested = False
+        self._stopping = False
+        self.running = False
+        self.runs = 0
+        self.failures = 0
+        self.last_error = ""
+        self.last_duration_s = 0.0
+        self.last_finished_s = 0.0
+        self._pool: ProcessPoolExecutor | None = None
+        self._thread = threading.Thread(target=self._loop, name="recluster", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request(self) -> bool:
+        """Ask for a run; False when one is already queued (a running one still counts as fresh)."""
+        with self._cond:
+            already = self._requested
+            self._requested = True
+            self._cond.notify_all()
+            return not already
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "running": self.running, "queued": self._requested, "runs": self.runs, "failures": self.failures,
+            "last_error": self.last_error, "last_duration_s": self.last_duration_s,
+            "last_finished_s": self.last_finished_s,
+        }
+
+    def _loop(self) -> None:
+        next_due = time.monotonic() + self._interval_s if self._interval_s > 0 else float("inf")
+        while True:
+            due = next_due
+            with self._cond:
+                self._cond.wait_for(
+                    lambda due=due: self._requested or self._stopping or time.monotonic() >= due,  # type: ignore[misc]
+                    timeout=max(0.0, min(due - time.monotonic(), 60.0)),
+                )
+                if self._stopping:
+                    return
+                if not self._requested and time.monotonic() < next_due:
+                    continue
+                self._requested = False
+                self.running = True
+            self._run_once()
+            with self._cond:
+                self.running = False
+                self._cond.notify_all()
+            if self._interval_s > 0:
+                next_due = time.monotonic() + self._interval_s
+
+    def _run_once(self) -> None:
+        start = time.monotonic()
+        try:
+            inp = self._make_input()
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+                )
+            doc = self._pool.submit(compute_class_table, inp).result()
+            self._on_table(doc)
+            self.runs += 1
+            self.last_error = ""
+        except Exception as exc:  # a failed run keeps the old table (the safe side)
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            logger.warning("re-clustering failed, keeping the current class table: %s", self.last_error)
+        finally:
+            self.last_duration_s = time.monotonic() - start
+            self.last_finished_s = time.time()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._requested and not self.running, timeout=timeout_s)

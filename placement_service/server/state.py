@@ -1,0 +1,162 @@
+"""Durable node and class state in SQLite (WAL journal): the part of the state that is not history.
+
+Tables:
+
+- ``nodes``: node -> tenant, last stored ``seq``, last report (JSON), busy flag. Written by the
+  compactor in one transaction per log segment (idempotent upserts that keep the newest report), so
+  a crash between the SQLite commit and the segment's deletion replays harmlessly.
+- ``node_class``: node -> class id and YARN label, replaced in one transaction per re-clustering.
+- ``class_tables``: every class table the service adopted (``classes.json`` document), newest wins.
+- ``harvestable``: the harvestable set (``meta.harvestable_mode`` = ``all`` or ``list``).
+- ``meta``: small key/values (log segment bookkeeping, last re-clustering time).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from placement_service.server.reports import NodeReport
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS nodes (
+    node TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    last_seq INTEGER NOT NULL,
+    last_timestamp REAL NOT NULL,
+    last_report TEXT NOT NULL,
+    busy INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS node_class (
+    node TEXT PRIMARY KEY,
+    class_id TEXT NOT NULL,
+    label TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS class_tables (
+    version INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_s REAL NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS harvestable (node TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class StateStore:
+    """A single SQLite connection guarded by a lock (writes are rare and batched)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- nodes -----------------------------------------------------------------------------------
+    def load_nodes(self) -> dict[str, NodeReport]:
+        """Last stored report of every node (its ``seq`` is the node's last stored seq)."""
+        with self._lock:
+            rows = self._db.execute("SELECT last_report FROM nodes").fetchall()
+        return {r.node: r for r in (NodeReport.from_row(json.loads(row[0])) for row in rows)}
+
+    def upsert_nodes(self, reports: Iterable[NodeReport]) -> None:
+        """Keep, per node, the report with the highest (seq, timestamp) seen so far."""
+        rows = [
+            (r.node, r.tenant, r.seq, r.timestamp, json.dumps(r.to_row()), int(r.busy)) for r in reports
+        ]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    """INSERT INTO nodes(node, tenant, last_seq, last_timestamp, last_report, busy)
+                       VALUES (?, ?, ?, ?, ?, ?)
+                       ON CONFLICT(node) DO UPDATE SET tenant=excluded.tenant, last_seq=excluded.last_seq,
+                         last_timestamp=excluded.last_timestamp, last_report=excluded.last_report,
+                         busy=excluded.busy
+                       WHERE (excluded.last_seq, excluded.last_timestamp) >= (nodes.last_seq, nodes.last_timestamp)""",
+                    rows,
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    # -- classes ---------------------------------------------------------------------------------
+    def save_class_table(self, doc: Mapping[str, Any], node_labels: Mapping[str, str]) -> int:
+        """Adopt a new class table and node -> class mapping atomically; returns its version."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute(
+                    "INSERT INTO class_tables(created_s, doc) VALUES (?, ?)", (time.time(), json.dumps(doc))
+                )
+                self._db.execute("DELETE FROM node_class")
+                self._db.executemany(
+                    "INSERT INTO node_class(node, class_id, label) VALUES (?, ?, ?)",
+                    [(n, c, c) for n, c in node_labels.items()],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return int(cur.lastrowid or 0)
+
+    def load_class_table(self) -> tuple[int, dict[str, Any] | None]:
+        with self._lock:
+            row = self._db.execute("SELECT version, doc FROM class_tables ORDER BY version DESC LIMIT 1").fetchone()
+        if row is None:
+            return 0, None
+        return int(row[0]), json.loads(row[1])
+
+    def load_node_labels(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._db.execute("SELECT node, label FROM node_class").fetchall())
+
+    # -- harvestable set -------------------------------------------------------------------------
+    def save_harvestable(self, nodes: Iterable[str] | None) -> None:
+        """``None``: every node is harvestable; otherwise exactly the given nodes."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM harvestable")
+                if nodes is None:
+                    self._set_meta_locked("harvestable_mode", "all")
+                else:
+                    self._db.executemany("INSERT INTO harvestable(node) VALUES (?)", [(n,) for n in nodes])
+                    self._set_meta_locked("harvestable_mode", "list")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def load_harvestable(self) -> frozenset[str] | None:
+        if self.get_meta("harvestable_mode", "all") == "all":
+            return None
+        with self._lock:
+            return frozenset(r[0] for r in self._db.execute("SELECT node FROM harvestable"))
+
+    # -- meta ------------------------------------------------------------------------------------
+    def _set_meta_locked(self, key: str, value: str) -> None:
+        self._db.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (key, value),
+        )
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._set_meta_locked(key, value)
+
+    def get_meta(self, key: str, default: str) -> str:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else str(row[0])
