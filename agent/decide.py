@@ -1,0 +1,217 @@
+"""Stage 3, decide: the pure policy of one tick (numbers in, decisions out, no I/O).
+
+Per resource r in {cores, MB}:
+
+    budget_r      = capacity_r - reserve_r                       (what primary + secondary may use)
+    deficit_r     = primary_r + secondary_footprint_r - budget_r (> 0: the reserve is eaten into)
+    harvestable_r = max(0, capacity_r - primary_r - reserve_r)   (what YARN may hand out in total)
+
+When a deficit is positive, containers are killed youngest first, skipping any that would not
+shrink a resource in deficit, until every deficit is <= 0 (never more) or ``max_kills_per_round``
+is reached. Containers already being killed (``dying``) count as freed, so a slow exit does not
+cause a second, unneeded kill on the next tick.
+
+The advertised amount (the node resource YARN sees) is damped so it does not flap:
+1. a deficit or a kill shrinks it to the target at once (the safe side);
+2. during the cool-down after a kill it never grows (the scheduler must not refill the node);
+3. otherwise it moves when the change reaches the threshold, or when the last change is at least
+   ``advertise_hold_s`` old.
+A missing or stale sample advertises nothing, kills nothing and says so.
+
+DataNode busy flag: set when primary CPU > ``busy_cpu_cores``, cleared only below
+``busy_cpu_cores - busy_clear_margin_cores`` (hysteresis).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+
+from agent.attribute import ContainerView, NodeView
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Policy:
+    capacity_cores: float
+    capacity_memory_mb: float
+    reserve_cores: float
+    reserve_memory_mb: float
+    max_kills_per_round: int = 4
+    cooldown_s: float = 60.0
+    advertise_threshold_cores: float = 1.0
+    advertise_threshold_memory_mb: float = 1024.0
+    advertise_hold_s: float = 30.0
+    busy_cpu_cores: float = math.inf
+    busy_clear_margin_cores: float = 0.5
+    stale_after_s: float = 3.0
+
+    @classmethod
+    def from_config(cls, config: object) -> Policy:
+        names = cls.__dataclass_fields__.keys()
+        return cls(**{name: getattr(config, name) for name in names})
+
+
+@dataclass(frozen=True)
+class DecideState:
+    """What the policy remembers between ticks."""
+
+    advertised_cores: int = 0
+    advertised_memory_mb: int = 0
+    last_change_s: float = -math.inf
+    cooldown_until_s: float = -math.inf
+    busy: bool = False
+
+
+@dataclass(frozen=True)
+class Kill:
+    container_id: str
+    processes: tuple[tuple[int, float], ...]  # (pid, create_time)
+    pgids: tuple[int, ...]
+    cores: float  # footprint freed
+    memory_mb: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    timestamp: float
+    stale: bool
+    kills: tuple[Kill, ...]
+    advertise_cores: int
+    advertise_memory_mb: int
+    target_cores: int
+    target_memory_mb: int
+    busy: bool
+    deficit_cores: float
+    deficit_memory_mb: float
+    secondary_cores: float  # footprint of the live (not dying) containers
+    secondary_memory_mb: float
+    reasons: tuple[str, ...]
+    state: DecideState = field(repr=False, default_factory=DecideState)
+
+
+def _youngest_first(containers: Collection[ContainerView]) -> list[ContainerView]:
+    return sorted(containers, key=lambda c: c.age_key(), reverse=True)
+
+
+def _pick_kills(live: list[ContainerView], deficit_cores: float, deficit_mb: float, policy: Policy,
+                budget_cores: float, budget_mb: float, primary_cores: int,
+                primary_mb: int) -> tuple[list[Kill], float, float]:
+    """Youngest first until both deficits are <= 0; returns kills and the deficits left."""
+    kills: list[Kill] = []
+    for container in _youngest_first(live):
+        if deficit_cores <= _EPS and deficit_mb <= _EPS:
+            break
+        if len(kills) >= policy.max_kills_per_round:
+            break
+        helps_cores = deficit_cores > _EPS and container.footprint_cores > _EPS
+        helps_mb = deficit_mb > _EPS and container.footprint_memory_mb > _EPS
+        if not (helps_cores or helps_mb):
+            continue
+        short = []
+        if deficit_cores > _EPS:
+            short.append(f"{deficit_cores:.2f} cores")
+        if deficit_mb > _EPS:
+            short.append(f"{deficit_mb:.0f} MB")
+        reason = (
+            f"reserve short by {' and '.join(short)} (primary {primary_cores} cores / {primary_mb} MB + "
+            f"secondary > capacity - reserve = {budget_cores:g} cores / {budget_mb:.0f} MB); "
+            f"youngest live container (started {container.start_time:.3f}), frees "
+            f"{container.footprint_cores:.2f} cores / {container.footprint_memory_mb:.0f} MB"
+        )
+        kills.append(Kill(container.container_id, container.processes, container.pgids,
+                          container.footprint_cores, container.footprint_memory_mb, reason))
+        deficit_cores -= container.footprint_cores
+        deficit_mb -= container.footprint_memory_mb
+    return kills, deficit_cores, deficit_mb
+
+
+def _damp(current: int, target: int, threshold: float, now_s: float, state: DecideState,
+          policy: Policy, force_shrink: bool) -> int:
+    """One resource's advertised value after the damping rules (see module docstring)."""
+    if target == current:
+        return current
+    if target < current and force_shrink:
+        return target
+    if target > current and now_s < state.cooldown_until_s:
+        return current
+    if abs(target - current) >= threshold or now_s - state.last_change_s >= policy.advertise_hold_s:
+        return target
+    return current
+
+
+def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideState,
+           dying: Collection[str] = ()) -> Decision:
+    """One tick of policy. ``dying``: ids of containers already signalled and not yet gone."""
+    reasons: list[str] = []
+    # 1. Stale or missing sample: the safe side is to advertise nothing and to flag the DataNode.
+    if view is None or now_s - view.timestamp > policy.stale_after_s:
+        age = "no sample" if view is None else f"sample is {now_s - view.timestamp:.1f} s old"
+        reasons.append(f"stale: {age} (limit {policy.stale_after_s:g} s); harvest nothing, kill nothing")
+        changed = state.advertised_cores != 0 or state.advertised_memory_mb != 0
+        new_state = replace(state, advertised_cores=0, advertised_memory_mb=0, busy=True,
+                            last_change_s=now_s if changed else state.last_change_s)
+        return Decision(now_s, True, (), 0, 0, 0, 0, True, 0.0, 0.0, 0.0, 0.0, tuple(reasons), new_state)
+
+    # 2. Footprint of the containers still alive, and how far the reserve is eaten into.
+    live = [c for c in view.containers if c.container_id not in dying]
+    secondary_cores = sum(c.footprint_cores for c in live)
+    secondary_mb = sum(c.footprint_memory_mb for c in live)
+    budget_cores = policy.capacity_cores - policy.reserve_cores
+    budget_mb = policy.capacity_memory_mb - policy.reserve_memory_mb
+    deficit_cores = view.primary_cpu_cores + secondary_cores - budget_cores
+    deficit_mb = view.primary_memory_mb + secondary_mb - budget_mb
+
+    # 3. Kills, youngest first, never more than needed.
+    kills: list[Kill] = []
+    if deficit_cores > _EPS or deficit_mb > _EPS:
+        kills, left_cores, left_mb = _pick_kills(live, deficit_cores, deficit_mb, policy, budget_cores,
+                                                 budget_mb, view.primary_cpu_cores, view.primary_memory_mb)
+        if kills:
+            reasons.append(f"killing {len(kills)} container(s) to make the reserve whole")
+        if left_cores > _EPS or left_mb > _EPS:
+            if len(kills) >= policy.max_kills_per_round:
+                reasons.append(f"kill limit {policy.max_kills_per_round} per round reached; more next tick")
+            else:
+                reasons.append("primary alone eats into the reserve: nothing left to kill")
+    elif dying:
+        reasons.append(f"{len(dying)} container(s) still exiting after a kill")
+
+    # 4. Target harvestable (whole vcores, whole MB) and the damped advertised value.
+    target_cores = max(int(math.floor(policy.capacity_cores - view.primary_cpu_cores - policy.reserve_cores
+                                      + _EPS)), 0)
+    target_mb = max(int(math.floor(policy.capacity_memory_mb - view.primary_memory_mb
+                                   - policy.reserve_memory_mb)), 0)
+    cooldown_until = now_s + policy.cooldown_s if kills else state.cooldown_until_s
+    state_now = replace(state, cooldown_until_s=cooldown_until)
+    force = bool(kills) or deficit_cores > _EPS or deficit_mb > _EPS
+    adv_cores = _damp(state.advertised_cores, target_cores, policy.advertise_threshold_cores, now_s,
+                      state_now, policy, force)
+    adv_mb = _damp(state.advertised_memory_mb, target_mb, policy.advertise_threshold_memory_mb, now_s,
+                   state_now, policy, force)
+    if now_s < cooldown_until and (target_cores > adv_cores or target_mb > adv_mb):
+        reasons.append(f"cool-down after a kill until {cooldown_until:.0f}: advertised amount held")
+    elif (adv_cores, adv_mb) != (target_cores, target_mb):
+        reasons.append("advertised amount held until the change passes the threshold or the hold time")
+    changed = (adv_cores, adv_mb) != (state.advertised_cores, state.advertised_memory_mb)
+
+    # 5. DataNode busy flag with hysteresis.
+    if state.busy:
+        busy = view.primary_cpu_raw > policy.busy_cpu_cores - policy.busy_clear_margin_cores
+    else:
+        busy = view.primary_cpu_raw > policy.busy_cpu_cores
+    if busy:
+        reasons.append(f"DataNode busy: primary {view.primary_cpu_raw:.2f} cores "
+                       f"(threshold {policy.busy_cpu_cores:g})")
+
+    new_state = replace(state_now, advertised_cores=adv_cores, advertised_memory_mb=adv_mb, busy=busy,
+                        last_change_s=now_s if changed else state.last_change_s)
+    return Decision(
+        timestamp=now_s, stale=False, kills=tuple(kills), advertise_cores=adv_cores,
+        advertise_memory_mb=adv_mb, target_cores=target_cores, target_memory_mb=target_mb, busy=busy,
+        deficit_cores=deficit_cores, deficit_memory_mb=deficit_mb, secondary_cores=secondary_cores,
+        secondary_memory_mb=secondary_mb, reasons=tuple(reasons), state=new_state,
+    )

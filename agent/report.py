@@ -1,0 +1,238 @@
+"""Reports to the placement service: sequence numbers, the on-disk buffer, the gRPC sender.
+
+Every report gets the next per-node ``seq`` (kept in ``DIR/seq`` so it keeps increasing across
+restarts) and is written to ``DIR/report-buffer/<seq>.json`` before any send. A sender thread
+streams the buffered reports in ``seq`` order over ``Placement.Report`` and deletes them once a reply's
+``acked_seq`` covers them; while the service is away they stay on disk (at most ``max_reports``, the
+oldest dropped first and counted) and are replayed in order on reconnect. The service stores each
+``seq`` once, so a replay after a lost reply is harmless. Replies also carry the node's class label.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agent.metrics import Metrics
+from agent.statefiles import Throttle, atomic_write
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Report:
+    node: str
+    tenant: str
+    timestamp: float
+    primary_cpu_cores: float
+    primary_memory_mb: float
+    capacity_cores: float
+    capacity_memory_mb: float
+    busy: bool
+    free_storage_gb: float
+    seq: int
+
+
+class SeqCounter:
+    """``DIR/seq``: the last sequence number used, written before the number is handed out."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            with open(path, encoding="ascii") as handle:
+                self.last = int(handle.read().strip() or 0)
+        except (OSError, ValueError):
+            self.last = 0
+
+    def next(self) -> int:
+        with self._lock:
+            self.last += 1
+            atomic_write(self.path, f"{self.last}\n")
+            return self.last
+
+    def at_least(self, seq: int) -> None:
+        """Jump forward (the service has seen higher numbers, e.g. after the state dir was lost)."""
+        with self._lock:
+            if seq > self.last:
+                self.last = seq
+                atomic_write(self.path, f"{self.last}\n")
+
+
+class ReportBuffer:
+    """Bounded on-disk queue of unacknowledged reports, one JSON file per report."""
+
+    def __init__(self, directory: str, max_reports: int, metrics: Metrics) -> None:
+        self.directory = directory
+        self.max_reports = max_reports
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        os.makedirs(directory, exist_ok=True)
+        self._seqs = sorted(int(name[:-5]) for name in os.listdir(directory)
+                            if name.endswith(".json") and name[:-5].isdigit())
+        self.metrics.set("report_buffer_depth", len(self._seqs))
+
+    def _path(self, seq: int) -> str:
+        return os.path.join(self.directory, f"{seq:020d}.json")
+
+    def append(self, report: Report) -> None:
+        atomic_write(self._path(report.seq), json.dumps(asdict(report)))
+        with self._lock:
+            self._seqs.append(report.seq)
+            while len(self._seqs) > self.max_reports:
+                oldest = self._seqs.pop(0)
+                self._remove(oldest)
+                self.metrics.inc("report_buffer_dropped_total")
+            self.metrics.set("report_buffer_depth", len(self._seqs))
+
+    def _remove(self, seq: int) -> None:
+        try:
+            os.unlink(self._path(seq))
+        except FileNotFoundError:
+            pass
+
+    def pending(self, limit: int = 500) -> list[Report]:
+        with self._lock:
+            seqs = list(self._seqs[:limit])
+        out = []
+        for seq in seqs:
+            try:
+                with open(self._path(seq), encoding="utf-8") as handle:
+                    out.append(Report(**json.load(handle)))
+            except (OSError, ValueError, TypeError):
+                logger.warning("dropping unreadable buffered report %s", seq)
+                self.ack_one(seq)
+        return out
+
+    def ack_one(self, seq: int) -> None:
+        with self._lock:
+            if seq in self._seqs:
+                self._seqs.remove(seq)
+                self._remove(seq)
+            self.metrics.set("report_buffer_depth", len(self._seqs))
+
+    def ack(self, acked_seq: int) -> int:
+        """Forget every report with seq <= ``acked_seq``; returns how many."""
+        with self._lock:
+            done = [s for s in self._seqs if s <= acked_seq]
+            self._seqs = [s for s in self._seqs if s > acked_seq]
+            for seq in done:
+                self._remove(seq)
+            self.metrics.set("report_buffer_depth", len(self._seqs))
+        return len(done)
+
+    def depth(self) -> int:
+        with self._lock:
+            return len(self._seqs)
+
+
+class GrpcSender:
+    """Thread that drains the buffer to ``Placement.Report`` whenever woken (or every ``retry_s``)."""
+
+    def __init__(self, address: str, buffer: ReportBuffer, seq: SeqCounter, metrics: Metrics, *,
+                 token_file: str | None, on_label: Callable[[str], None], retry_s: float,
+                 throttle: Throttle, timeout_s: float = 10.0) -> None:
+        self.address = address
+        self.buffer = buffer
+        self.seq = seq
+        self.metrics = metrics
+        self.token_file = token_file
+        self.on_label = on_label
+        self.retry_s = retry_s
+        self.throttle = throttle
+        self.timeout_s = timeout_s
+        self.connected = False
+        self.last_error: str | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._channel: Any = None
+        self._thread = threading.Thread(target=self._run, name="agent-report", daemon=True)
+
+    def start(self) -> GrpcSender:
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=self.timeout_s + 2)
+        self._close()
+
+    def _close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def _metadata(self) -> list[tuple[str, str]]:
+        if not self.token_file:
+            return []
+        with open(self.token_file, encoding="utf-8") as handle:
+            return [("authorization", f"Bearer {handle.read().strip()}")]
+
+    def flush_once(self) -> int:
+        """Send what is buffered in one stream; returns how many reports were acknowledged."""
+        import grpc
+
+        from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
+
+        pending = self.buffer.pending()
+        if not pending:
+            return 0
+        if self._channel is None:
+            self._channel = grpc.insecure_channel(self.address, options=[
+                ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)])
+        stub = harvest_pb2_grpc.PlacementStub(self._channel)
+        messages = [harvest_pb2.NodeReport(**asdict(r)) for r in pending]
+        last_sent = pending[-1].seq
+        acked = 0
+        call = stub.Report(iter(messages), metadata=self._metadata(), timeout=self.timeout_s)
+        try:
+            for reply in call:
+                acked += self.buffer.ack(reply.acked_seq)
+                if reply.acked_seq > last_sent:
+                    self.seq.at_least(reply.acked_seq)
+                label = reply.label or reply.class_id
+                if label:
+                    self.on_label(label)
+                if reply.acked_seq >= last_sent:
+                    break
+        finally:
+            call.cancel()
+        self.metrics.inc("reports_acked_total", acked)
+        return acked
+
+    def _run(self) -> None:
+        import grpc
+
+        delay = self.retry_s
+        while not self._stop.is_set():
+            self._wake.wait(timeout=delay)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                while self.flush_once() and not self._stop.is_set():
+                    pass
+                self.connected, self.last_error, delay = True, None, self.retry_s
+            except (grpc.RpcError, OSError) as exc:
+                self.connected = False
+                if isinstance(exc, grpc.RpcError):
+                    self.last_error = f"{exc.code().name}: {exc.details()}"
+                else:
+                    self.last_error = f"OSError: {exc}"
+                self.metrics.inc("errors_total", kind="report")
+                self._close()  # a fresh channel reconnects at once when the service is back
+                log_now, suppressed = self.throttle.should_log("report")
+                if log_now:
+                    logger.warning("placement service %s unreachable (%s); %d report(s) buffered%s",
+                                   self.address, self.last_error, self.buffer.depth(),
+                                   f", {suppressed} more failures" if suppressed else "")
+                delay = min(delay * 2, 30.0)

@@ -1,0 +1,260 @@
+"""The agent loop: sample -> attribute -> decide -> act every ``interval_s``, report every few seconds.
+
+A periodic loop never dies on a bad tick: a failed sample is logged (throttled), counted, and the
+tick is decided with no sample, which harvests nothing. Only start-up errors are fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agent.attribute import Allocation, NodeView, attribute
+from agent.config import AgentConfig, Mode, as_dict
+from agent.decide import DecideState, Decision, Policy, decide
+from agent.executor import ActResult, Executor, YarnSync
+from agent.metrics import Metrics, MetricsServer
+from agent.report import GrpcSender, Report, ReportBuffer, SeqCounter
+from agent.sampler import NodeSample, PsutilSampler
+from agent.statefiles import Throttle
+from agent.yarn import YarnClient, YarnError
+
+logger = logging.getLogger(__name__)
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, *, sampler: Any = None, yarn: YarnClient | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.metrics = Metrics()
+        self.throttle = Throttle(config.error_log_interval_s)
+        self.policy = Policy.from_config(config)
+        self.state = DecideState()
+        self.sampler = sampler or PsutilSampler(datanode_pattern=config.datanode_pattern,
+                                                secondary_cgroups=config.secondary_cgroups,
+                                                scope_root_pid=config.scope_root_pid)
+        os.makedirs(config.state_dir, exist_ok=True)
+        self.yarn_client: YarnClient | None = None
+        yarn_sync = None
+        if config.mode is Mode.YARN:
+            self.yarn_client = yarn or YarnClient(config.rm_url, config.nm_url, yarn_bin=config.yarn_bin,
+                                                  timeout_s=config.http_timeout_s, retries=config.rm_retries,
+                                                  backoff_s=config.rm_backoff_s)
+            yarn_sync = YarnSync(self.yarn_client, self._node_id, config.overcommit_timeout_ms,
+                                 config.dynamic_resources_xml, self.metrics, self.throttle)
+        self.executor = Executor(config.state_dir, self.metrics, kill_grace_s=config.kill_grace_s,
+                                 heartbeat_s=config.heartbeat_s, yarn=yarn_sync)
+        self.seq = SeqCounter(os.path.join(config.state_dir, "seq"))
+        self.buffer = ReportBuffer(os.path.join(config.state_dir, "report-buffer"), config.report_buffer_max,
+                                   self.metrics)
+        self.sender: GrpcSender | None = None
+        if config.service:
+            self.sender = GrpcSender(config.service, self.buffer, self.seq, self.metrics,
+                                     token_file=config.token_file, on_label=self.executor.set_label,
+                                     retry_s=min(config.report_interval_s, 5.0), throttle=self.throttle)
+        self.server: MetricsServer | None = None
+        self._node_id_cache: str | None = config.yarn_node_id
+        self._last_view: NodeView | None = None
+        self._last_decision: Decision | None = None
+        self._last_act: ActResult | None = None
+        self._last_report_s = -float("inf")
+        self._lock = threading.Lock()
+        for name, value in (("capacity_cores", config.capacity_cores),
+                            ("capacity_memory_mb", config.capacity_memory_mb),
+                            ("reserve_cores", config.reserve_cores),
+                            ("reserve_memory_mb", config.reserve_memory_mb)):
+            self.metrics.set(name, value)
+
+    # -- adapters ------------------------------------------------------------------------------
+    def _node_id(self) -> str:
+        if self._node_id_cache is None:
+            assert self.yarn_client is not None
+            self._node_id_cache = self.yarn_client.node_id()
+        return self._node_id_cache
+
+    def _error(self, kind: str, exc: BaseException) -> None:
+        self.metrics.inc("errors_total", kind=kind)
+        log_now, suppressed = self.throttle.should_log(kind)
+        if log_now:
+            logger.warning("%s failed: %s%s", kind, exc, f" ({suppressed} more)" if suppressed else "")
+
+    def _allocations(self) -> dict[str, Allocation] | None:
+        if self.yarn_client is None:
+            return None
+        try:
+            return self.yarn_client.containers(timeout_s=min(self.config.http_timeout_s,
+                                                             self.config.interval_s / 2))
+        except YarnError as exc:
+            self._error("nm_containers", exc)
+            return None
+
+    def _free_storage_gb(self) -> float:
+        if not self.config.storage_path:
+            return 0.0
+        try:
+            free_gb = shutil.disk_usage(self.config.storage_path).free / 1e9
+        except OSError:
+            return 0.0
+        return min(free_gb, self.config.storage_limit_gb) if self.config.storage_limit_gb else free_gb
+
+    # -- one tick ------------------------------------------------------------------------------
+    def tick(self) -> Decision:
+        """Step plan: 1. sample; 2. attribute; 3. decide; 4. act; 5. report when due; 6. metrics."""
+        started = time.monotonic()
+        view: NodeView | None = None
+        sample: NodeSample | None = None
+        try:
+            sample = self.sampler.sample()
+            self.metrics.inc("samples_total")
+            view = attribute(sample, self._allocations(), container_cores=self.config.container_cores,
+                             primary_cpu_noise_cores=self.config.primary_cpu_noise_cores)
+        except Exception as exc:  # the loop must survive any sampling failure; harvest nothing
+            self._error("sample", exc)
+        now = self.clock()
+        decision = decide(view, now, self.policy, self.state, self.executor.dying())
+        self.state = decision.state
+        try:
+            act = self.executor.apply(decision)
+        except Exception as exc:
+            self._error("act", exc)
+            act = ActResult()
+        for cid in act.signalled:
+            kill = next(k for k in decision.kills if k.container_id == cid)
+            logger.warning("killed container %s: %s", cid, kill.reason)
+        for cid in act.already_gone:
+            logger.info("container %s exited by itself before the kill", cid)
+        if now - self._last_report_s >= self.config.report_interval_s and view is not None:
+            self._report(view, decision, now)
+        with self._lock:
+            self._last_view, self._last_decision, self._last_act = view, decision, act
+        self._update_metrics(view, decision, sample, time.monotonic() - started)
+        return decision
+
+    def _report(self, view: NodeView, decision: Decision, now: float) -> None:
+        self._last_report_s = now
+        try:
+            report = Report(node=self.config.node, tenant=self.config.tenant, timestamp=now,
+                            primary_cpu_cores=float(view.primary_cpu_cores),
+                            primary_memory_mb=float(view.primary_memory_mb),
+                            capacity_cores=float(self.config.capacity_cores),
+                            capacity_memory_mb=float(self.config.capacity_memory_mb),
+                            busy=decision.busy, free_storage_gb=self._free_storage_gb(), seq=self.seq.next())
+            self.buffer.append(report)
+            self.metrics.inc("reports_total")
+        except OSError as exc:
+            self._error("report_buffer", exc)
+            return
+        if self.sender is not None:
+            self.sender.wake()
+
+    def _update_metrics(self, view: NodeView | None, decision: Decision, sample: NodeSample | None,
+                        tick_s: float) -> None:
+        m = self.metrics
+        m.set("stale", 1.0 if decision.stale else 0.0)
+        if decision.stale:
+            m.inc("stale_samples_total")
+        m.set("harvestable_cores", decision.advertise_cores)
+        m.set("harvestable_memory_mb", decision.advertise_memory_mb)
+        m.set("busy", 1.0 if decision.busy else 0.0)
+        m.set("reserve_deficit_cores", max(decision.deficit_cores, 0.0))
+        m.set("reserve_deficit_memory_mb", max(decision.deficit_memory_mb, 0.0))
+        m.set("secondary_cores", decision.secondary_cores)
+        m.set("secondary_memory_mb", decision.secondary_memory_mb)
+        m.set("tick_seconds", tick_s)
+        if view is not None:
+            m.set("primary_cores", view.primary_cpu_cores)
+            m.set("primary_memory_mb", view.primary_memory_mb)
+            m.set("containers", len(view.containers))
+        if sample is not None:
+            m.set("agent_cpu_cores", sample.agent_cpu_cores)
+            m.set("agent_memory_mb", sample.agent_memory_mb)
+
+    # -- explain -------------------------------------------------------------------------------
+    def explain(self) -> dict[str, Any]:
+        """The numbers behind the last decision, for ``/explain`` and ``harvest agent explain``."""
+        with self._lock:
+            view, decision = self._last_view, self._last_decision
+        cfg = self.config
+        out: dict[str, Any] = {
+            "node": cfg.node, "mode": cfg.mode.value,
+            "formula": "harvestable = capacity - primary - reserve; kill youngest while "
+                       "primary + secondary > capacity - reserve",
+            "capacity": {"cores": cfg.capacity_cores, "memory_mb": cfg.capacity_memory_mb},
+            "reserve": {"cores": cfg.reserve_cores, "memory_mb": cfg.reserve_memory_mb},
+            "label": self.executor.label,
+            "report_buffer_depth": self.buffer.depth(),
+            "service": None if self.sender is None else {
+                "address": cfg.service, "connected": self.sender.connected, "last_error": self.sender.last_error},
+            "recent_kills": list(self.executor.kill_log),
+            "dying": sorted(self.executor.dying()),
+        }
+        if self.executor.yarn is not None:
+            applied = self.executor.yarn.applied()
+            out["yarn"] = {"applied": None if applied is None else {"memory_mb": applied[0], "vcores": applied[1]},
+                           "last_error": self.executor.yarn.last_error,
+                           "resource_rest": self.yarn_client.resource_rest if self.yarn_client else None}
+        if view is not None:
+            out["sample"] = {"timestamp": view.timestamp, "window_s": round(view.window_s, 3),
+                             "node_cpu_cores": round(view.node_cpu_cores, 3),
+                             "node_memory_mb": round(view.node_memory_mb, 1)}
+            out["primary"] = {"cores": view.primary_cpu_cores, "cores_measured": round(view.primary_cpu_raw, 3),
+                              "memory_mb": view.primary_memory_mb}
+            out["datanode"] = {"cores": round(view.datanode_cpu_cores, 3),
+                               "memory_mb": round(view.datanode_memory_mb, 1)}
+            out["containers"] = [
+                {"id": c.container_id, "cores": round(c.cpu_cores, 3), "memory_mb": round(c.memory_mb, 1),
+                 "alloc_cores": c.alloc_cores, "alloc_memory_mb": c.alloc_memory_mb,
+                 "footprint_cores": round(c.footprint_cores, 3),
+                 "footprint_memory_mb": round(c.footprint_memory_mb, 1),
+                 "start_time": c.start_time, "pids": [p for p, _ in c.processes]}
+                for c in sorted(view.containers, key=lambda c: c.age_key(), reverse=True)]
+        if decision is not None:
+            out["decision"] = {
+                "timestamp": decision.timestamp, "stale": decision.stale,
+                "secondary": {"cores": round(decision.secondary_cores, 3),
+                              "memory_mb": round(decision.secondary_memory_mb, 1)},
+                "deficit": {"cores": round(decision.deficit_cores, 3),
+                            "memory_mb": round(decision.deficit_memory_mb, 1)},
+                "harvestable_target": {"cores": decision.target_cores, "memory_mb": decision.target_memory_mb},
+                "advertised": {"cores": decision.advertise_cores, "memory_mb": decision.advertise_memory_mb},
+                "busy": decision.busy,
+                "kills": [{"container": k.container_id, "reason": k.reason} for k in decision.kills],
+                "reasons": list(decision.reasons),
+            }
+        out["settings"] = as_dict(cfg)
+        return out
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> Agent:
+        if self.config.metrics_port is not None:
+            self.server = MetricsServer(self.config.metrics_host, self.config.metrics_port, self.metrics,
+                                        self.explain).start()
+            logger.info("metrics on http://%s:%d/metrics", self.config.metrics_host, self.server.port)
+        if self.sender is not None:
+            self.sender.start()
+        return self
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick every ``interval_s`` (on a fixed schedule) until ``stop`` is set."""
+        next_s = time.monotonic()
+        while not stop.is_set():
+            self.tick()
+            next_s += self.config.interval_s
+            delay = next_s - time.monotonic()
+            if delay < 0:
+                next_s = time.monotonic()
+                delay = 0.0
+            stop.wait(delay)
+
+    def close(self) -> None:
+        if self.sender is not None:
+            self.sender.stop()
+        self.executor.stop()
+        if self.server is not None:
+            self.server.stop()

@@ -1,0 +1,241 @@
+"""Stage 1, sample: whole-node and per-process CPU and memory with psutil.
+
+A process is *secondary* when its environment carries ``CONTAINER_ID`` (every process of a YARN
+container does) or its cgroup path starts with a configured prefix. Reading a process's environment
+is the expensive part, so it is read once per process: the cache is keyed by pid and checked
+against the process's start time, and only secondary, DataNode and (in scope mode) in-scope
+processes are read again on later ticks (one ``/proc/<pid>/stat`` + ``statm`` each).
+
+CPU figures are averages over the time since the previous sample:
+``cpu_cores = delta(user + system CPU seconds) / delta(wall seconds)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import psutil
+
+logger = logging.getLogger(__name__)
+
+_MB = 1024.0 * 1024.0
+
+
+@dataclass(frozen=True)
+class ProcessUsage:
+    """One tracked process in one sample."""
+
+    pid: int
+    pgid: int
+    create_time: float  # epoch seconds
+    cpu_cores: float  # average over the sample window
+    memory_mb: float  # resident set size
+    container_id: str | None  # None: not a secondary process
+    datanode: bool
+
+
+@dataclass(frozen=True)
+class NodeSample:
+    """Node totals and the tracked processes at one instant (the node may be a process-tree scope)."""
+
+    timestamp: float  # epoch seconds
+    window_s: float  # wall seconds the CPU averages cover
+    node_cpu_cores: float  # everything on the node except the agent itself
+    node_memory_mb: float
+    processes: tuple[ProcessUsage, ...]
+    agent_cpu_cores: float = 0.0
+    agent_memory_mb: float = 0.0
+
+
+@dataclass
+class _Entry:
+    proc: psutil.Process | None  # None: not tracked (checked once, nothing to read per tick)
+    create_time: float
+    ppid: int
+    container_id: str | None
+    datanode: bool
+    pgid: int = 0
+    last_cpu_s: float = 0.0
+    last_t: float = 0.0
+
+
+def _container_from_cgroups(pid: int, prefixes: tuple[str, ...]) -> str | None:
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="ascii", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        path = line.split(":", 2)[-1]
+        for prefix in prefixes:
+            if path.startswith(prefix) and len(path) > len(prefix):
+                leaf = path.rstrip("/").rsplit("/", 1)[-1]
+                return leaf or path
+    return None
+
+
+class PsutilSampler:
+    """Samples the node (or the process tree under ``scope_root_pid``) with a per-pid cache."""
+
+    def __init__(
+        self,
+        *,
+        datanode_pattern: str = "",
+        secondary_cgroups: Iterable[str] = (),
+        scope_root_pid: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.datanode_pattern = datanode_pattern
+        self.secondary_cgroups = tuple(secondary_cgroups)
+        self.scope_root_pid = scope_root_pid
+        self._clock = clock
+        self._cache: dict[int, _Entry] = {}
+        self._self_pid = os.getpid()
+        self._self = psutil.Process(self._self_pid)
+        self.environ_reads = 0  # how many environments were read (the cache keeps this near 0/tick)
+        self._last_node_busy_s, self._last_t = self._node_busy_s(), time.monotonic()
+        self._last_self_cpu_s = self._cpu_s(self._self)
+        if scope_root_pid is not None and not psutil.pid_exists(scope_root_pid):
+            logger.warning("scope root pid %s does not exist", scope_root_pid)
+
+    @staticmethod
+    def _node_busy_s() -> float:
+        t = psutil.cpu_times()
+        return float(sum(t)) - t.idle - getattr(t, "iowait", 0.0)
+
+    @staticmethod
+    def _cpu_s(proc: psutil.Process) -> float:
+        t = proc.cpu_times()
+        return float(t.user + t.system)
+
+    def _classify(self, pid: int) -> _Entry | None:
+        """First sight of a pid: read start time, parent, environment, command line (once)."""
+        try:
+            proc = psutil.Process(pid)
+            with proc.oneshot():
+                create_time = proc.create_time()
+                ppid = proc.ppid()
+            container_id: str | None = None
+            try:
+                self.environ_reads += 1
+                container_id = proc.environ().get("CONTAINER_ID") or None
+            except (psutil.AccessDenied, psutil.ZombieProcess):
+                container_id = None
+            if container_id is None and self.secondary_cgroups:
+                container_id = _container_from_cgroups(pid, self.secondary_cgroups)
+            datanode = False
+            if self.datanode_pattern and container_id is None:
+                try:
+                    datanode = self.datanode_pattern in " ".join(proc.cmdline())
+                except (psutil.AccessDenied, psutil.ZombieProcess):
+                    datanode = False
+        except psutil.NoSuchProcess:
+            return None
+        except psutil.AccessDenied:
+            return _Entry(None, 0.0, 0, None, False)
+        return _Entry(proc, create_time, ppid, container_id, datanode)
+
+    def _in_scope(self, pids: set[int]) -> set[int]:
+        """Pids whose parent chain (as first seen) reaches the scope root."""
+        root = self.scope_root_pid
+        inside: set[int] = set()
+        outside: set[int] = set()
+        for pid in pids:
+            chain: list[int] = []
+            cur = pid
+            verdict = False
+            while True:
+                if cur == root:
+                    verdict = True
+                    break
+                if cur in inside or cur in outside:
+                    verdict = cur in inside
+                    break
+                entry = self._cache.get(cur)
+                if entry is None or cur <= 1 or len(chain) > 64:
+                    break
+                chain.append(cur)
+                cur = entry.ppid
+            (inside if verdict else outside).update(chain)
+            if verdict:
+                inside.add(pid)
+        return inside
+
+    def sample(self) -> NodeSample:
+        """Step plan: 1. list pids, classify new ones; 2. CPU/RSS of tracked ones; 3. node totals."""
+        now_mono = time.monotonic()
+        window_s = max(now_mono - self._last_t, 1e-6)
+        pids = set(psutil.pids())
+        for gone in set(self._cache) - pids:
+            del self._cache[gone]
+        for pid in pids - set(self._cache):
+            if pid == self._self_pid:
+                continue
+            entry = self._classify(pid)
+            if entry is not None:
+                self._cache[pid] = entry
+        scope = self._in_scope(set(self._cache)) if self.scope_root_pid is not None else None
+        if scope is not None and self.scope_root_pid is not None:
+            scope.add(self.scope_root_pid)
+
+        processes: list[ProcessUsage] = []
+        scope_cpu = scope_mem = 0.0
+        for pid, entry in list(self._cache.items()):
+            in_scope = scope is not None and pid in scope
+            tracked = entry.container_id is not None or entry.datanode or in_scope
+            if not tracked or entry.proc is None:
+                continue
+            try:
+                with entry.proc.oneshot():
+                    cpu_s = self._cpu_s(entry.proc)
+                    rss_mb = entry.proc.memory_info().rss / _MB
+                if entry.last_t == 0.0:
+                    entry.pgid = os.getpgid(pid)
+                    age_s = max(self._clock() - entry.create_time, 1e-3)
+                    # First sight: a young process's average since start; an old one counts 0 (the
+                    # unseen part then lands on the primary: the safe side).
+                    cpu_cores = cpu_s / age_s if age_s < 10.0 else 0.0
+                else:
+                    cpu_cores = max(cpu_s - entry.last_cpu_s, 0.0) / max(now_mono - entry.last_t, 1e-6)
+                entry.last_cpu_s, entry.last_t = cpu_s, now_mono
+            except (psutil.NoSuchProcess, psutil.ZombieProcess, ProcessLookupError):
+                del self._cache[pid]
+                continue
+            except psutil.AccessDenied:
+                continue
+            if in_scope:
+                scope_cpu += cpu_cores
+                scope_mem += rss_mb
+            if entry.container_id is not None or entry.datanode:
+                processes.append(ProcessUsage(pid, entry.pgid, entry.create_time, cpu_cores, rss_mb,
+                                              entry.container_id, entry.datanode))
+
+        busy_s = self._node_busy_s()
+        node_cpu = max(busy_s - self._last_node_busy_s, 0.0) / window_s
+        self._last_node_busy_s, self._last_t = busy_s, now_mono
+        self_cpu_s = self._cpu_s(self._self)
+        agent_cpu = max(self_cpu_s - self._last_self_cpu_s, 0.0) / window_s
+        self._last_self_cpu_s = self_cpu_s
+        agent_mem = self._self.memory_info().rss / _MB
+        if scope is not None:
+            node_cpu_cores, node_memory_mb = scope_cpu, scope_mem
+        else:
+            vm = psutil.virtual_memory()
+            node_cpu_cores = max(node_cpu - agent_cpu, 0.0)
+            node_memory_mb = max((vm.total - vm.available) / _MB - agent_mem, 0.0)
+        return NodeSample(
+            timestamp=self._clock(),
+            window_s=window_s,
+            node_cpu_cores=node_cpu_cores,
+            node_memory_mb=node_memory_mb,
+            processes=tuple(processes),
+            agent_cpu_cores=agent_cpu,
+            agent_memory_mb=agent_mem,
+        )
+
+    def tracked_count(self) -> int:
+        return sum(1 for e in self._cache.values() if e.container_id is not None or e.datanode)
