@@ -8,7 +8,8 @@ the same time (availability); different environments, from correlated management
 Procedure for one block of ``block_size_mb`` with ``R`` replicas:
 
 1. First replica on the writer's server, when it is known, not busy, not excluded and has space
-   (locality). Otherwise on a random server with space of a tenant in the grid.
+   (locality). Otherwise on a random server with space of a tenant in the grid, drawn like the
+   further replicas below (random cell, random tenant, random server).
 2. Each further replica: pick a random cell whose row and column hold no replica of this round
    yet, preferring cells that still leave room to finish the round (a one-step look-ahead over the
    cells with space, so a lucky early pick does not block a later one); in that cell a random
@@ -42,6 +43,7 @@ import logging
 import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -327,7 +329,6 @@ class ReplicaPlacer(PlacerBase):
             _Pool(t for t in range(len(tenants)) if self._tenant_cell[t] == c) for c in range(N_CELLS)
         ]
         self._cell_servers = [sum(len(members[t]) for t in p.items) for p in self._cell_pool]
-        self._grid_pool = _Pool(s for s in range(len(inventory)) if self._server_cell[s] >= 0)
         self._init_usable()
 
     def _on_change(self, s: int, usable: bool) -> None:
@@ -338,13 +339,11 @@ class ReplicaPlacer(PlacerBase):
             tpool.activate(s)
             if c >= 0:
                 self._cell_servers[c] += 1
-                self._grid_pool.activate(s)
                 self._cell_pool[c].activate(t)
         else:
             tpool.deactivate(s)
             if c >= 0:
                 self._cell_servers[c] -= 1
-                self._grid_pool.deactivate(s)
                 if tpool.n == 0:
                     self._cell_pool[c].deactivate(t)
 
@@ -390,7 +389,10 @@ class ReplicaPlacer(PlacerBase):
                 notes.append(
                     f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
                 )
-            s = pick_from(self._grid_pool, draw, taken)
+            # Same draw as the other replicas (cell, tenant, server), with the look-ahead.
+            s = self._pick_cell_server(
+                draw, st, True, True, True, min(self.config.forget_every, replicas) - 1
+            )
             if s is None:
                 if self.config.strict:
                     raise PlacementError(
@@ -430,13 +432,13 @@ class ReplicaPlacer(PlacerBase):
         st.envs.add(self._tenant_env[self._server_tenant[s]])
         c = self._server_cell[s]
         if c >= 0:
-            st.rows.add(c // N_SIDE)
-            st.cols.add(c % N_SIDE)
+            st.rows |= _ROW_BIT[c]
+            st.cols |= _COL_BIT[c]
             st.cell_free[c] -= 1
         st.count += 1
         if st.count % self.config.forget_every == 0:
-            st.rows.clear()
-            st.cols.clear()
+            st.rows = 0
+            st.cols = 0
 
     def _pick_cell_server(
         self, draw: _Uniforms, st: _Block, keep_row: bool, keep_col: bool, keep_env: bool, ahead: int
@@ -446,14 +448,13 @@ class ReplicaPlacer(PlacerBase):
         cands = [
             c
             for c in range(N_CELLS)
-            if free[c] > 0
-            and not (keep_row and c // N_SIDE in rows)
-            and not (keep_col and c % N_SIDE in cols)
+            if free[c] > 0 and not (keep_row and rows & _ROW_BIT[c]) and not (keep_col and cols & _COL_BIT[c])
         ]
         if not cands:
             return None
         if ahead > 0 and len(cands) > 1:
-            good = [c for c in cands if _completable(free, rows | {c // N_SIDE}, cols | {c % N_SIDE}, ahead)]
+            space = sum(_CELL_BIT[c] for c in range(N_CELLS) if free[c] > 0)
+            good = [c for c in cands if _completable(space, rows | _ROW_BIT[c], cols | _COL_BIT[c], ahead)]
             groups = [good, [c for c in cands if c not in good]]
         else:
             groups = [cands]
@@ -495,14 +496,14 @@ class ReplicaPlacer(PlacerBase):
         open_cells = [
             (c // N_SIDE, c % N_SIDE)
             for c in range(N_CELLS)
-            if st.cell_free[c] > 0 and c // N_SIDE not in st.rows and c % N_SIDE not in st.cols
+            if st.cell_free[c] > 0 and not st.rows & _ROW_BIT[c] and not st.cols & _COL_BIT[c]
         ]
         spaced = [(c // N_SIDE, c % N_SIDE) for c in range(N_CELLS) if st.cell_free[c] > 0]
         if not open_cells:
             return (
                 f"place (strict): replica {k} of {replicas}: row/column constraint: no cell in an unused row "
-                f"and column has a usable server (rows used {sorted(st.rows)}, columns used "
-                f"{sorted(st.cols)}, cells with space {spaced})"
+                f"and column has a usable server (rows used {_bits(st.rows)}, columns used "
+                f"{_bits(st.cols)}, cells with space {spaced})"
             )
         return (
             f"place (strict): replica {k} of {replicas}: environment constraint: the open cells {open_cells} "
@@ -518,25 +519,34 @@ class _Block:
     def __init__(self, cell_free: list[int], taken: set[int]) -> None:
         self.cell_free = cell_free
         self.taken = taken
-        self.rows: set[int] = set()
-        self.cols: set[int] = set()
+        self.rows = 0  # bit r set: row r holds a replica of this round
+        self.cols = 0
         self.envs: set[int] = set()
         self.count = 0
 
 
-def _completable(free: list[int], rows: set[int], cols: set[int], k: int) -> bool:
-    """Whether ``k`` more cells with space fit in distinct unused rows and columns (capped at what
-    the 3x3 grid allows)."""
-    k = min(k, N_SIDE - max(len(rows), len(cols)))
+_ROW_BIT = tuple(1 << (c // N_SIDE) for c in range(N_CELLS))
+_COL_BIT = tuple(1 << (c % N_SIDE) for c in range(N_CELLS))
+_CELL_BIT = tuple(1 << c for c in range(N_CELLS))
+
+
+def _bits(mask: int) -> list[int]:
+    return [i for i in range(N_SIDE) if mask >> i & 1]
+
+
+@lru_cache(maxsize=8192)
+def _completable(space: int, rows: int, cols: int, k: int) -> bool:
+    """Whether ``k`` more cells with space (bit c of ``space``) fit in distinct rows and columns
+    outside the ``rows`` / ``cols`` bitmasks (``k`` capped at what the 3x3 grid still allows)."""
+    k = min(k, N_SIDE - max(rows.bit_count(), cols.bit_count()))
     if k <= 0:
         return True
     for c in range(N_CELLS):
-        r, col = c // N_SIDE, c % N_SIDE
         if (
-            free[c] > 0
-            and r not in rows
-            and col not in cols
-            and _completable(free, rows | {r}, cols | {col}, k - 1)
+            space & _CELL_BIT[c]
+            and not rows & _ROW_BIT[c]
+            and not cols & _COL_BIT[c]
+            and _completable(space, rows | _ROW_BIT[c], cols | _COL_BIT[c], k - 1)
         ):
             return True
     return False
