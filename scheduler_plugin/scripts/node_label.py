@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""YARN NodeManager node-label script: print this node's partition from the agent's label file.
+
+Contract (``yarn.nodemanager.node-labels.provider=script``, the NodeManager runs
+``yarn.nodemanager.node-labels.provider.script.path`` every
+``yarn.nodemanager.node-labels.provider.fetch-interval-ms``):
+
+* the NodeManager reads the script's stdout and uses the last line that starts with
+  ``NODE_PARTITION:``; this script prints exactly one such line, ``NODE_PARTITION:<label>``;
+* when the agent's label file (``<state-dir>/node-label``, one line, refreshed by the agent at least
+  every 60 s) is missing, empty, malformed or older than ``--max-age-s`` (default 600 s), the script
+  prints nothing on stdout, a reason on stderr, and exits with status 1 (``EXIT_KEEP``), so the
+  NodeManager keeps the label it has: a stale agent must not move the node between partitions.
+
+Why a non-zero exit and not just an empty output: the NodeManager's script runner stores whatever
+it parsed after a *successful* run, and a run without a ``NODE_PARTITION:`` line yields "no labels",
+which the NodeManager reports to the ResourceManager as the empty set (the DEFAULT partition). Only
+a failed run (non-zero exit, or a timeout) leaves the previously fetched label in place.
+
+Standard library only, no package imports, so it starts fast (well under 50 ms). Arguments may also
+come from the environment (the NodeManager passes ``...provider.script.opts`` as arguments):
+``HARVEST_STATE_DIR`` and ``HARVEST_LABEL_MAX_AGE_S``.
+"""
+
+import os
+import re
+import sys
+import time
+
+DEFAULT_STATE_DIR = "/var/lib/harvest-agent"
+DEFAULT_MAX_AGE_S = 600.0
+EXIT_KEEP = 1  # non-zero: the NodeManager ignores this run and keeps the node's current label
+LABEL_FILE = "node-label"
+# A class id is also a YARN label: lower-case letters, digits and '-' (YARN also allows '_').
+_LABEL_RE = re.compile(r"^[0-9a-z][0-9a-z_-]{0,254}$")
+
+
+def _parse_args(argv):
+    state_dir = os.environ.get("HARVEST_STATE_DIR", DEFAULT_STATE_DIR)
+    max_age_s = os.environ.get("HARVEST_LABEL_MAX_AGE_S", str(DEFAULT_MAX_AGE_S))
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            sys.stdout.write(
+                "usage: node_label.py [--state-dir DIR] [--max-age-s SECONDS]\n"
+                "Prints NODE_PARTITION:<label> from DIR/node-label, nothing when missing or stale.\n"
+            )
+            sys.exit(0)
+        if "=" in arg and arg.startswith("--"):
+            arg, value = arg.split("=", 1)
+        elif arg in ("--state-dir", "--max-age-s") and args:
+            value = args.pop(0)
+        else:
+            sys.stderr.write(f"node_label.py: unknown or incomplete argument {arg!r}\n")
+            sys.exit(2)
+        if arg == "--state-dir":
+            state_dir = value
+        elif arg == "--max-age-s":
+            max_age_s = value
+        else:
+            sys.stderr.write(f"node_label.py: unknown argument {arg!r}\n")
+            sys.exit(2)
+    try:
+        max_age = float(max_age_s)
+    except ValueError:
+        sys.stderr.write(f"node_label.py: --max-age-s must be a number, got {max_age_s!r}\n")
+        sys.exit(2)
+    return state_dir, max_age
+
+
+def read_label(state_dir, max_age_s, now_s):
+    """Return (label, None) when the label file is fresh and valid, else (None, reason)."""
+    path = os.path.join(state_dir, LABEL_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            mtime_s = os.fstat(handle.fileno()).st_mtime
+            text = handle.read(512)
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror or exc}"
+    age_s = now_s - mtime_s
+    if age_s > max_age_s:
+        return None, f"{path} is stale: {age_s:.0f} s old > max age {max_age_s:.0f} s"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        return None, f"{path}: expected one line with the label, found {len(lines)}"
+    label = lines[0]
+    if not _LABEL_RE.match(label):
+        return None, f"{path}: {label!r} is not a valid YARN label"
+    return label, None
+
+
+def main(argv):
+    state_dir, max_age_s = _parse_args(argv)
+    label, reason = read_label(state_dir, max_age_s, time.time())
+    if label is None:
+        sys.stderr.write(f"node_label.py: keeping the current label: {reason}\n")
+        return EXIT_KEEP
+    sys.stdout.write(f"NODE_PARTITION:{label}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
