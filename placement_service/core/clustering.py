@@ -78,7 +78,8 @@ class PatternThresholds:
     daily_harmonics: int = 4
     weekly_harmonics: int = 3
     peak_halfwidth_bins: float = 1.0
-    min_cycles: float = 2.0
+    min_cycles: float = 3.0
+    min_background_bins: int = 4
 
     def validate(self) -> None:
         if not 0.0 < self.periodic_min_energy_frac <= 1.0:
@@ -94,8 +95,10 @@ class PatternThresholds:
             raise PolicyError("daily_harmonics and weekly_harmonics must be >= 0 and not both 0")
         if self.peak_halfwidth_bins < 0.5:
             raise PolicyError(f"peak_halfwidth_bins must be >= 0.5, got {self.peak_halfwidth_bins}")
-        if self.min_cycles < 1.0:
-            raise PolicyError(f"min_cycles must be >= 1, got {self.min_cycles}")
+        if self.min_cycles < 1.0 or self.min_background_bins < 1:
+            raise PolicyError(
+                f"min_cycles and min_background_bins must be >= 1, got {self.min_cycles}, {self.min_background_bins}"
+            )
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,9 @@ def harmonic_windows(n_slots: int, interval_s: float, thresholds: PatternThresho
     windows = []
     for kind, freq, bins in targets:
         near = np.abs(k - freq) <= max(4.0 * halfwidth, freq / 4.0)
-        windows.append(HarmonicWindow(kind, freq, bins, np.flatnonzero(near & ~claimed)))
+        background = np.flatnonzero(near & ~claimed)
+        if background.size >= thresholds.min_background_bins:  # else a peak cannot be told from a slope
+            windows.append(HarmonicWindow(kind, freq, bins, background))
     return windows
 
 
@@ -353,7 +358,9 @@ def _spectral_features(
             background = np.median(power[:, window.background], axis=1).astype(np.float64)
             peak_energy = np.maximum(peak_energy - window.bins.size * background, 0.0)
         out[window.kind] += np.where(signal > 0, peak_energy / safe, 0.0)
-    out["periodic"] = np.minimum(out["daily"] + out["weekly"], 1.0)
+    out["periodic"] = np.minimum(out["daily"] + out["weekly"], 1.0)  # the floor is an estimate: cap
+    out["daily"] = np.minimum(out["daily"], 1.0)
+    out["weekly"] = np.minimum(out["weekly"], 1.0)
     scale = 2.0 / float(n_slots) ** 2 / np.maximum(1.0 - missing, 1.0 / n_slots)
     out["std"] = np.sqrt(energy * scale)
     out["signal_std"] = np.sqrt(signal * scale)
