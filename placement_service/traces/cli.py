@@ -114,14 +114,19 @@ def _print_summary(summary: dict[str, Any], paths: dict[str, Any], as_json: bool
         f"{st['servers_without_space']} servers lend none"
     )
     print(f"samples: {s['samples']} rows from {s['sampled_servers']} servers, every {s['interval_s']:g} s")
-    for name, path in paths.items():
+    for path in paths.values():
         print(f"wrote {path}")
 
 
 def _generate(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from placement_service.traces.generate import GeneratorConfig, generate_datacenter, summarize, write_datacenter
+    from placement_service.traces.generate import (
+        GeneratorConfig,
+        generate_datacenter,
+        summarize,
+        write_datacenter,
+    )
 
     if args.servers < 1:
         raise HarvestError(f"--servers must be >= 1, got {args.servers}")
