@@ -42,7 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
 
     from placement_service.server.config import build_config
     from placement_service.server.grpc_api import GrpcServer
@@ -70,7 +70,14 @@ def _serve(args: argparse.Namespace) -> int:
     grpc_server = GrpcServer(service, token, cfg.host, cfg.grpc_port, grpc_creds)
     grpc_server.start()
     app = create_app(service, token)
-    http = make_server(cfg.host, cfg.http_port, app, threaded=True, ssl_context=ssl_context)
+    class KeepAliveHandler(WSGIRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep connections open between requests (agents, job router)
+
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            del code, size  # per-request access logs would cost more than the requests (see /metrics)
+
+    http = make_server(cfg.host, cfg.http_port, app, threaded=True, ssl_context=ssl_context,
+                       request_handler=KeepAliveHandler)
     http_port = http.socket.getsockname()[1]
 
     stop = threading.Event()

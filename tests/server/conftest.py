@@ -1,0 +1,114 @@
+"""Real ``harvest serve`` processes on 127.0.0.1 for the server tests (started and always stopped here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TOKEN = "test-token-7f3a"
+
+
+@dataclass
+class ServerProc:
+    proc: subprocess.Popen[str]
+    http: str
+    grpc: str
+    data_dir: Path
+    token: str = TOKEN
+    log: Path = field(default_factory=Path)
+
+    def call(
+        self, method: str, path: str, body: Any = None, *, token: str | None = TOKEN, raw: bytes | None = None,
+        timeout_s: float = 30.0,
+    ) -> tuple[int, Any]:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.http + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if token is not None:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                text = resp.read().decode()
+                status = resp.status
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode()
+            status = exc.code
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> ServerProc:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token_file = data_dir.parent / f"{data_dir.name}.token"
+    token_file.write_text(TOKEN + "\n")
+    log = data_dir.parent / f"{data_dir.name}.log"
+    cmd = [sys.executable, "-m", "placement_service.cli", "serve", "--data-dir", str(data_dir),
+           "--http-port", "0", "--grpc-port", "0", "--token-file", str(token_file), *extra]
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    with open(log, "a") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=full_env)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    line = ""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if ready:
+            line = proc.stdout.readline()
+            break
+        if proc.poll() is not None:
+            break
+    if not line.startswith("harvest serve:"):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"server did not start: {line!r}; log:\n{log.read_text()[-3000:]}")
+    parts = line.split()
+    return ServerProc(proc=proc, http=parts[2], grpc=parts[4], data_dir=data_dir, log=log)
+
+
+def report(node: str, tenant: str, ts: float, cpu: float = 2.0, seq: int = 0, **over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "node": node, "tenant": tenant, "timestamp": ts, "primary_cpu_cores": cpu, "primary_memory_mb": 1024.0,
+        "capacity_cores": 8.0, "capacity_memory_mb": 16384.0, "busy": False, "free_storage_gb": 500.0,
+    }
+    if seq:
+        doc["seq"] = seq
+    doc.update(over)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    srv = start_server(tmp_path_factory.mktemp("srv") / "data", "--compact-interval-s", "1")
+    try:
+        yield srv
+    finally:
+        srv.stop()
