@@ -1,0 +1,174 @@
+"""Cluster the public Azure and PlanetLab CPU traces (each VM a tenant) and report patterns and classes.
+
+Usage (from the repository root):
+
+    .venv/bin/python benchmarks/report_real_classes.py [--data-dir ../shared/data/cpu] [--write-docs]
+
+For each dataset it loads the trace with ``placement_service.traces.real``, builds the tenants'
+series with ``tenant_series`` (5-minute slots), fits ``UtilizationClustering`` with its defaults and
+prints a markdown section: tenants per pattern, and each class's size, average and peak CPU. With
+``--write-docs`` the section replaces the part of ``docs/clustering.md`` between the markers
+``<!-- real-classes:begin -->`` and ``<!-- real-classes:end -->``.
+
+Data (see ``../shared/data/README.md``): Azure Public Dataset V1 (CC-BY-4.0, "Resource Central",
+Cortez et al., SOSP 2017) as repackaged by github.com/carlonlv/DataCenterSim; PlanetLab CoMon traces
+from CloudSim (Apache-2.0). Not part of the tests: tests use the excerpt in tests/fixtures/clustering.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from placement_service.core.clustering import UtilizationClustering
+from placement_service.core.types import Pattern, TenantSeries
+from placement_service.traces.real import load_azure_wide, load_planetlab
+from placement_service.traces.series import tenant_series
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "clustering.md"
+BEGIN, END = "<!-- real-classes:begin -->", "<!-- real-classes:end -->"
+
+DATASETS: tuple[tuple[str, str, str, int], ...] = (
+    ("Azure V1, 100 random VMs (average CPU)", "azure_v1_microsoft_avg_100.csv.gz", "azure", 0),
+    (
+        "Azure V1, 78 VMs labelled periodic by the repackager (average CPU)",
+        "azure_v1_periodic_avg_78.csv.gz",
+        "azure",
+        0,
+    ),
+    (
+        "PlanetLab (CoMon), VMs present on >= 7 of the 10 days (days laid end to end, absent days missing)",
+        "planetlab_cloudsim_5min.csv.gz",
+        "planetlab",
+        7,
+    ),
+    (
+        "PlanetLab (CoMon), every VM (most are present on 1-3 days only)",
+        "planetlab_cloudsim_5min.csv.gz",
+        "planetlab",
+        1,
+    ),
+)
+
+
+def load(path: Path, kind: str, min_days: int) -> TenantSeries:
+    if kind == "azure":
+        samples = load_azure_wide(path)
+    else:
+        samples = load_planetlab(path, timeline="compact", min_days=min_days)
+    return tenant_series(samples, interval_s=300.0)
+
+
+def repackager_periods(path: Path) -> dict[str, str]:
+    """Tenant (``az-<vmid>``) -> the period label (hours) in the periodic excerpt's column names."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        header = fh.readline().strip().split(",")[1:]
+    out: dict[str, str] = {}
+    for col in header:
+        vm, _, period = col.partition(" ")
+        out.setdefault(f"az-{vm}", f"{period} h" if period else "none")
+    return out
+
+
+def section(title: str, path: Path, kind: str, min_days: int) -> str:
+    t0 = time.perf_counter()
+    series = load(path, kind, min_days)
+    t_load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model = UtilizationClustering(random_state=0).fit(series)
+    t_fit = time.perf_counter() - t0
+    counts = Counter(model.patterns_.values())
+    profile = model.profile_
+    nan_frac = float(np.isnan(series.cpu).mean())
+    lines = [
+        f"### {title}",
+        "",
+        f"`{path.name}`: {len(series.tenants)} VMs (tenants), {series.n_slots} slots of "
+        f"{series.interval_s:g} s ({series.n_slots * series.interval_s / 86400:.1f} days), "
+        f"{100 * nan_frac:.2f}% of slots missing after gap filling; loaded in {t_load:.1f} s, "
+        f"clustered in {t_fit:.2f} s.",
+        "",
+        "| pattern | tenants | share | classes |",
+        "|---|---:|---:|---:|",
+    ]
+    for p in Pattern:
+        n_classes = sum(1 for c in model.classes_ if c.pattern is p)
+        lines.append(
+            f"| {p.value} | {counts[p]} | {100 * counts[p] / len(series.tenants):.0f}% | {n_classes} |"
+        )
+    lines += ["", "| class | tenants | avg CPU | peak CPU (p99) | current CPU |", "|---|---:|---:|---:|---:|"]
+    for c in model.classes_:
+        lines.append(
+            f"| `{c.id}` | {len(c.tenants)} | {c.avg_cpu:.3f} | {c.peak_cpu:.3f} | {c.current_cpu:.3f} |"
+        )
+    periodic = np.array([model.patterns_[t] is Pattern.PERIODIC for t in series.tenants])
+    if periodic.any():
+        weekly = int(np.sum(profile.weekly_energy_frac[periodic] > profile.daily_energy_frac[periodic]))
+        lines += [
+            "",
+            f"Of the {int(periodic.sum())} periodic tenants, {weekly} have more weekly than daily energy. "
+            f"Median share of signal energy at the daily/weekly harmonics: periodic "
+            f"{np.median(profile.periodic_energy_frac[periodic]):.2f}, others "
+            f"{np.median(profile.periodic_energy_frac[~periodic]):.2f}.",
+        ]
+    if "periodic" in path.name:
+        labels = repackager_periods(path)
+        cross = Counter((labels.get(t, "none"), model.patterns_[t].value) for t in series.tenants)
+        periods = sorted({k[0] for k in cross}, key=lambda s: float(s.split()[0]) if s[0].isdigit() else 1e9)
+        lines += [
+            "",
+            "The repackager's period label against our pattern (tenants):",
+            "",
+            "| label | " + " | ".join(p.value for p in Pattern) + " |",
+            "|---|" + "---:|" * len(Pattern),
+        ]
+        for period in periods:
+            lines.append(f"| {period} | " + " | ".join(str(cross[(period, p.value)]) for p in Pattern) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "cpu"))
+    parser.add_argument("--write-docs", action="store_true", help=f"replace the report section in {DOC}")
+    args = parser.parse_args(argv)
+    data = Path(args.data_dir)
+    parts = [
+        "Produced by `.venv/bin/python benchmarks/report_real_classes.py --write-docs` "
+        "(default settings of `UtilizationClustering`, seed 0).",
+        "",
+    ]
+    for title, name, kind, min_days in DATASETS:
+        path = data / name
+        if not path.exists():
+            print(f"skipping {path}: not found", file=sys.stderr)
+            continue
+        parts.append(section(title, path, kind, min_days))
+        print(parts[-1])
+    text = "\n".join(parts)
+    if args.write_docs:
+        doc = DOC.read_text(encoding="utf-8")
+        if BEGIN not in doc or END not in doc:
+            raise SystemExit(f"{DOC}: markers {BEGIN} / {END} not found")
+        new = re.sub(
+            re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: f"{BEGIN}\n{text}\n{END}", doc, flags=re.S
+        )
+        tmp = DOC.with_suffix(".md.tmp")
+        tmp.write_text(new, encoding="utf-8")
+        tmp.replace(DOC)
+        print(f"updated {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
