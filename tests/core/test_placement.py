@@ -52,7 +52,7 @@ def make_inventory(rows: list[tuple[str, str, str, str, float]]) -> Inventory:
 def clusters(draw: st.DrawFn, *, unique_envs: bool = False, max_tenants: int = 14) -> Cluster:
     n_tenants = draw(st.integers(1, max_tenants))
     n_envs = draw(st.integers(1, n_tenants))
-    rows = []
+    rows: list[tuple[str, str, str, str, float]] = []
     grid: dict[str, GridCell] = {}
     for t in range(n_tenants):
         tenant = f"t{t}"
