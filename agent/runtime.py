@@ -70,6 +70,9 @@ class Agent:
                             ("reserve_cores", config.reserve_cores),
                             ("reserve_memory_mb", config.reserve_memory_mb)):
             self.metrics.set(name, value)
+        for counter in ("samples_total", "stale_samples_total", "kills_total", "reports_total", "reports_acked_total",
+                        "report_buffer_dropped_total", "yarn_writes_skipped_total"):
+            self.metrics.inc(counter, 0.0)
 
     # -- adapters ------------------------------------------------------------------------------
     def _node_id(self) -> str:

@@ -191,6 +191,9 @@ class PsutilSampler:
                 continue
             try:
                 with entry.proc.oneshot():
+                    if entry.proc.status() == psutil.STATUS_ZOMBIE:  # exited, holds nothing
+                        del self._cache[pid]
+                        continue
                     cpu_s = self._cpu_s(entry.proc)
                     rss_mb = entry.proc.memory_info().rss / _MB
                 if entry.last_t == 0.0:
