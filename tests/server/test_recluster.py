@@ -1,0 +1,116 @@
+"""Re-clustering round trip on a real server: history in, class table out, labels pushed to a fake
+ResourceManager, queue config written, decisions use the new classes, and a restart keeps them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from placement_service.core.types import Pattern
+from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
+from placement_service.traces.synth import synth_tenant_cpu
+from tests.server.conftest import TOKEN, ServerProc, report, start_server
+from tests.server.fake_rm import FakeResourceManager
+
+SLOT_S = 300
+DAYS = 3
+
+
+def ingest_history(server: ServerProc, n_tenants: int, nodes_per_tenant: int, seed: int) -> dict[str, str]:
+    """Three days of synthetic per-pattern history; returns node -> tenant."""
+    rng = np.random.default_rng(seed)
+    n_slots = DAYS * 86400 // SLOT_S
+    start = (int(time.time()) // SLOT_S - n_slots - 2) * SLOT_S
+    patterns = [Pattern.PERIODIC, Pattern.CONSTANT, Pattern.UNPREDICTABLE]
+    node_tenant = {}
+    batch: list[dict[str, object]] = []
+    for t in range(n_tenants):
+        tenant = f"rc-{t}"
+        cpu = synth_tenant_cpu(patterns[t % 3], n_slots, SLOT_S, rng, start_s=start)
+        for k in range(nodes_per_tenant):
+            node = f"rc-{t}-{k}"
+            node_tenant[node] = tenant
+            for j in range(n_slots):
+                batch.append(report(node, tenant, start + j * SLOT_S + 7, cpu=float(cpu[j]) * 8.0, seq=j + 1))
+                if len(batch) == 5000:
+                    assert server.call("POST", "/v1/reports", {"reports": batch})[0] == 202
+                    batch = []
+    if batch:
+        assert server.call("POST", "/v1/reports", {"reports": batch})[0] == 202
+    return node_tenant
+
+
+def test_recluster_round_trip_with_resource_manager_and_restart(tmp_path: Path) -> None:
+    cs_file = tmp_path / "capacity-scheduler.xml"
+    with FakeResourceManager(labels={"periodic-0": False}) as rm:
+        args = ("--rm-url", rm.url, "--capacity-scheduler-file", str(cs_file), "--recluster-interval-s", "0")
+        server = start_server(tmp_path / "data", *args)
+        try:
+            node_tenant = ingest_history(server, n_tenants=9, nodes_per_tenant=2, seed=5)
+            status, job = server.call("POST", "/v1/jobs/select",
+                                      {"name": "q1", "last_duration_s": 60, "vertices": {"m": {"tasks": 4}}})
+            assert status == 409  # no class table yet
+            status, st = server.call("POST", "/v1/recluster?wait=1")
+            assert status == 200 and st["runs"] == 1 and st["failures"] == 0, st
+            status, table = server.call("GET", "/v1/classes")
+            ids = {c["id"] for c in table["classes"]}
+            assert table["version"] >= 1 and ids
+            assert set(table["tenants"]) == set(node_tenant.values())
+            assert set(table["grid"]) == set(node_tenant.values())
+            # Labels: every class exists in the RM, the pre-existing one was not added twice.
+            assert ids <= set(rm.labels)
+            added = [b for m, p, b in rm.requests if p.endswith("add-node-labels")]
+            assert all(i["name"] != "periodic-0" for b in added for i in b["nodeLabelsInfo"]["nodeLabelInfo"])
+            text = cs_file.read_text()
+            for cid in ids:
+                assert f"root.{cid}.default-node-label-expression" in text
+            # Node answers carry the tenant's class over HTTP and gRPC.
+            node = "rc-4-1"
+            _, info = server.call("GET", f"/v1/nodes/{node}")
+            assert info["class_id"] == table["tenants"][node_tenant[node]]["class"]
+            with grpc.insecure_channel(server.grpc) as ch:
+                stub = harvest_pb2_grpc.PlacementStub(ch)
+                msg = harvest_pb2.NodeReport(**report(node, node_tenant[node], time.time(), seq=10_000))
+                reply = next(iter(stub.Report(iter([msg]), metadata=(("authorization", f"Bearer {TOKEN}"),),
+                                              timeout=10)))
+                assert reply.class_id == info["class_id"] and reply.acked_seq == 10_000
+            # Decisions use the new classes.
+            status, job = server.call("POST", "/v1/jobs/select",
+                                      {"name": "q1", "last_duration_s": 60, "vertices": {"m": {"tasks": 4}}})
+            assert status == 200 and job["job_type"] == "short" and job["max_concurrency"] == 4
+            assert job["classes"] and set(job["classes"]) <= ids
+            if len(job["classes"]) == 1:
+                assert job["queue"] == job["node_label"] == job["classes"][0]
+            status, placed = server.call("POST", "/v1/blocks/place", {"writer": "rc-0-0", "replicas": 3})
+            assert status == 200 and len(set(placed["targets"])) == 3
+            tenants = {node_tenant[t] for t in placed["targets"]}
+            assert len(tenants) == 3  # replicas spread over different tenants (grid cells / environments)
+        finally:
+            server.stop()
+        # A restart rebuilds the class table and node labels from disk.
+        server = start_server(tmp_path / "data", "--recluster-interval-s", "0")
+        try:
+            _, again = server.call("GET", "/v1/classes")
+            assert again["version"] == table["version"] and again["tenants"] == table["tenants"]
+            _, info2 = server.call("GET", f"/v1/nodes/{node}")
+            assert info2["class_id"] == info["class_id"] and info2["last_seq"] == 10_000
+        finally:
+            server.stop()
+
+
+@pytest.mark.parametrize("centralized", [True])
+def test_centralized_mode_maps_nodes_with_the_documented_body(tmp_path: Path, centralized: bool) -> None:
+    from placement_service.server.yarn_rm import ResourceManagerClient
+
+    with FakeResourceManager() as rm:
+        client = ResourceManagerClient(rm.url, centralized=centralized)
+        result = client.push(["constant-0", "periodic-1"], {"n1": "constant-0", "n2": "periodic-1"})
+        assert result.added == ("constant-0", "periodic-1") and result.mapped_nodes == 2
+        assert rm.node_labels == {"n1": ["constant-0"], "n2": ["periodic-1"]}
+        assert rm.labels == {"constant-0": False, "periodic-1": False}
+        again = client.push(["constant-0"], {})
+        assert again.added == () and again.existing == ("constant-0",)
