@@ -73,7 +73,8 @@ def test_memory_spike_kills_youngest_containers_never_more_than_needed(node, age
     assert deficit <= 0  # the reserve is whole again ...
     assert deficit + min(footprint[c] for c in killed) > 0  # ... and one kill fewer would not do
     assert agent.metric("kills_total") == 2
-    assert agent.metric("harvestable_memory_mb") <= capacity_mb - reserve_mb - after["primary"]["memory_mb"]
+    # the kill shrank what YARN may hand out at once, to below what the spiking primary leaves
+    assert agent.metric("harvestable_memory_mb") <= capacity_mb - reserve_mb - 400
 
 
 def test_cpu_spike_kills_the_youngest_container_and_spares_the_primary(node, agents, tmp_path):
