@@ -1,14 +1,265 @@
-"""Sub-commands of this package (placeholder until implemented)."""
+"""``harvest ras``: solve, explain, generate, check, export, move (Online Mover), grant (emergency)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
 from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    del subparsers
+    ras = subparsers.add_parser(
+        "ras",
+        help="capacity reservations (RAS): solve, explain, generate, check, export, move, grant",
+        description=(
+            "Assign a region's servers to reservations that keep their requested capacity (RRU) after the "
+            "loss of any one MSB, hold a shared random-failure buffer per hardware type, move as few "
+            "servers as possible, and export the idle buffers and unassigned servers as the harvestable set."
+        ),
+    )
+    sub = ras.add_subparsers(dest="ras_command", metavar="<ras-command>")
+
+    p = sub.add_parser("solve", help="solve a region: inventory + requests (+ previous plan) -> plan A.json",
+                       description="Run the RAS solve: LP bound, rounding + repair, branch-and-bound within "
+                                   "the time limit; writes the plan (assignment, figures, moves, unmet "
+                                   "requests with reasons, harvestable servers, solver status and bound).")  # fmt: skip
+    _common(p)
+    p.add_argument("--previous", help="previous plan A.json (servers that need not move stay)")
+    p.add_argument("--time-limit-s", type=float, help="overall time limit (default: settings.time_limit_s, 60)")
+    p.add_argument("--method", choices=["auto", "lp-round", "mip", "greedy"], help="override settings.method")
+    p.add_argument("--out", required=True, help="plan JSON to write (atomically)")
+    p.add_argument("--harvestable-out", help="also write the elastic set as an inventory file (.csv/.parquet)")
+    p.add_argument("--buffer-bound", action="store_true", help="also compute the embedded-buffer lower bound")
+    p.add_argument("--no-check", action="store_true", help="skip the independent check of the written plan")
+    p.set_defaults(func=_solve)
+
+    p = sub.add_parser("explain", help="explain one reservation of a plan (figures, MSBs, moves, unmet reason)")
+    p.add_argument("--plan", required=True, help="plan A.json")
+    p.add_argument("--id", required=True, help="reservation id (or shared-buffer:<hw>)")
+    p.add_argument("--inventory", help="inventory, to show capacity per MSB")
+    p.add_argument("--reservations", help="R.json, to show the request")
+    p.set_defaults(func=_explain)
+
+    p = sub.add_parser("generate", help="write a synthetic region: inventory + reservation requests",
+                       description="Hardware generations spread over bands of MSBs; requests from a few "
+                                   "servers to thousands, many satisfiable by several hardware types.")  # fmt: skip
+    p.add_argument("--servers", type=int, default=1000)
+    p.add_argument("--reservations", type=int, default=20)
+    p.add_argument("--msbs", type=int, default=6)
+    p.add_argument("--hardware", type=int, default=3, help="number of hardware types")
+    p.add_argument("--datacenters", type=int, help="default: msbs // 4, 1..3")
+    p.add_argument("--fill", type=float, default=0.7, help="share of the region the requests (+ buffers) take")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    p.set_defaults(func=_generate)
+
+    p = sub.add_parser("check", help="independent check of a plan (exit 1 when a constraint is violated)")
+    _common(p)
+    p.add_argument("--plan", required=True)
+    p.set_defaults(func=_check)
+
+    p = sub.add_parser("export", help="write a plan's harvestable (elastic) servers as an inventory file")
+    p.add_argument("--inventory", required=True)
+    p.add_argument("--plan", required=True)
+    p.add_argument("--out", required=True, help="inventory .csv/.parquet with tenant elastic:<entity>")
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("move", help="Online Mover: replace failed servers from the shared buffer")
+    _common(p)
+    p.add_argument("--plan", required=True)
+    p.add_argument("--failed", required=True, help="comma-separated failed servers")
+    p.add_argument("--out", required=True, help="updated plan JSON")
+    p.add_argument("--revocations-out", help="revoked elastic loans as events CSV (timestamp, server)")
+    p.add_argument("--timestamp", type=float, help="event time, epoch s (default: now)")
+    p.set_defaults(func=_move)
+
+    p = sub.add_parser("grant", help="emergency path: grant a new request now, greedily (next solve improves it)")
+    _common(p)
+    p.add_argument("--plan", required=True)
+    p.add_argument("--request", required=True, help="one reservation object as JSON (same shape as in R.json)")
+    p.add_argument("--use-shared-buffer", action="store_true", help="may also take shared-buffer servers")
+    p.add_argument("--out", required=True)
+    p.add_argument("--revocations-out")
+    p.add_argument("--timestamp", type=float)
+    p.set_defaults(func=_grant)
 
 
-def _unused(args: argparse.Namespace) -> int:  # pragma: no cover
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inventory", required=True, help="inventory .csv/.parquet: server, hardware, datacenter, "
+                                                      "msb, rack, available, in_use")  # fmt: skip
+    p.add_argument("--reservations", required=True, help="R.json: {reservations: [...], settings: {...}}")
+
+
+def _solve(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from placement_service.capacity import io
+    from placement_service.capacity.domain import Method, Problem
+    from placement_service.capacity.online import harvestable_columns
+    from placement_service.capacity.solve import buffer_lower_bound, solve
+
+    region = io.read_inventory(args.inventory)
+    requests, settings = io.read_requests(args.reservations)
+    if args.time_limit_s is not None:
+        settings = replace(settings, time_limit_s=args.time_limit_s)
+    if args.method:
+        settings = replace(settings, method=Method(args.method))
+    previous = io.read_assignment(args.previous, region) if args.previous else {}
+    problem = Problem(region, requests, settings, previous)
+    plan = solve(problem)
+    doc = plan.to_json()
+    if args.buffer_bound:
+        doc["buffer_bound"] = buffer_lower_bound(problem)
+    if not args.no_check:
+        from placement_service.capacity.check import check_plan
+
+        problems = check_plan(io.region_columns(region), io.load_json(args.reservations), doc)
+        doc["check"] = {"ok": not problems, "violations": problems[:50]}
+    io.write_json(args.out, doc)
+    if args.harvestable_out:
+        io.write_table(args.harvestable_out, harvestable_columns(region, plan.assignment))
+    s = plan.solver
+    print(f"{s.status} ({s.method}): objective {s.objective:.3f}, bound {s.bound:.3f} (LP {s.lp_bound:.3f}), "
+          f"gap {s.gap:.2%}, {s.wall_s:.1f} s")  # fmt: skip
+    sm = plan.summary
+    print(f"{sm['assigned']} of {sm['available']} available servers assigned; {sm['moves']} moves "
+          f"({sm['moves_in_use']} in use); {sm['harvestable']} harvestable; embedded buffer "
+          f"{float(sm['embedded_buffer_frac']):.2%}")  # type: ignore[arg-type]  # fmt: skip
+    bb: dict[str, Any] = doc.get("buffer_bound", {})  # type: ignore[assignment]
+    if bb:
+        print(f"embedded buffer lower bound {bb['frac_lb']:.2%} (perfect spread {bb['perfect_spread_frac']:.2%})")
+    for u in plan.unmet:
+        print(f"unmet {u.id}: {u.reason}")
+    chk: dict[str, Any] = doc.get("check", {})  # type: ignore[assignment]
+    if chk and not chk["ok"]:
+        print(f"CHECK FAILED: {len(problems)} violation(s), first: {problems[0]}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from placement_service.capacity import CapacityError, io
+
+    plan = io.load_json(args.plan)
+    rid = args.id
+    fig = (plan.get("reservations") or {}).get(rid) or (plan.get("shared_buffers") or {}).get(rid)
+    if fig is None:
+        raise CapacityError(f"{args.plan}: no reservation or shared buffer {rid!r} in the plan")
+    if args.reservations:
+        requests, _ = io.read_requests(args.reservations)
+        for r in requests:
+            if r.id == rid:
+                print(f"request {rid}: {r.capacity_rru:g} RRU after any MSB loss; RRU per server {dict(r.rru)}; "
+                      f"datacenter affinity {dict(r.datacenter_affinity) if r.datacenter_affinity else None}")  # fmt: skip
+    for k, v in fig.items():
+        if k != "servers":
+            print(f"{k}: {v}")
+    servers = fig.get("servers", [])
+    print(f"servers: {len(servers) if isinstance(servers, list) else servers}")
+    if args.inventory and isinstance(servers, list) and args.reservations:
+        region = io.read_inventory(args.inventory)
+        idx = region.index()
+        req = {r.id: r for r in io.read_requests(args.reservations)[0]}.get(rid)
+        per: dict[str, float] = {}
+        for s in servers:
+            i = idx[s]
+            m = region.msb_names[region.msb[i]]
+            per[m] = per.get(m, 0.0) + (req.rru.get(region.hardware_names[region.hardware[i]], 0.0) if req else 1.0)
+        print("RRU per MSB: " + ", ".join(f"{m}={v:g}" for m, v in sorted(per.items())))
+    moves = [m for m in plan.get("moves", []) if rid in (m.get("from"), m.get("to"))]
+    print(f"moves: {sum(1 for m in moves if m.get('to') == rid)} in, {sum(1 for m in moves if m.get('from') == rid)} "
+          f"out ({sum(1 for m in moves if m.get('in_use'))} of them in use)")  # fmt: skip
+    reasons = [u for u in plan.get("unmet", []) if u.get("id") == rid]
+    for u in reasons:
+        print(f"UNMET ({u.get('constraint')}): {u.get('reason')}")
+    if not reasons:
+        print("all constraints met")
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from placement_service.capacity import io
+    from placement_service.capacity.generate import generate_region, generate_requests
+
+    region = generate_region(n_servers=args.servers, n_msbs=args.msbs, n_hardware=args.hardware,
+                             n_datacenters=args.datacenters, seed=args.seed)  # fmt: skip
+    requests = generate_requests(region, n_reservations=args.reservations, fill=args.fill, seed=args.seed)
+    out = Path(args.out_dir)
+    inv = out / f"inventory.{args.format}"
+    io.write_table(inv, io.region_columns(region))
+    io.write_json(out / "reservations.json", io.requests_to_json(requests))
+    print(f"wrote {inv} ({len(region)} servers) and {out / 'reservations.json'} ({len(requests)} requests)")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from placement_service.capacity import io
+    from placement_service.capacity.check import check_plan
+
+    region = io.read_inventory(args.inventory)
+    problems = check_plan(io.region_columns(region), io.load_json(args.reservations), io.load_json(args.plan))
+    for p in problems:
+        print(p)
+    print("plan OK" if not problems else f"{len(problems)} violation(s)")
+    return 0 if not problems else 1
+
+
+def _export(args: argparse.Namespace) -> int:
+    from placement_service.capacity import io
+    from placement_service.capacity.online import harvestable_columns
+
+    region = io.read_inventory(args.inventory)
+    cols = harvestable_columns(region, io.read_assignment(args.plan, region))
+    io.write_table(args.out, cols)
+    print(f"wrote {args.out}: {len(cols['server'])} harvestable servers")
+    return 0
+
+
+def _move(args: argparse.Namespace) -> int:
+    from placement_service.capacity import io
+    from placement_service.capacity.online import online_move, revocation_events
+
+    region = io.read_inventory(args.inventory)
+    requests, _ = io.read_requests(args.reservations)
+    plan = io.load_json(args.plan)
+    failed = [s.strip() for s in args.failed.split(",") if s.strip()]
+    res = online_move(region, requests, io.read_assignment(args.plan, region), failed)
+    plan["assignment"] = dict(res.assignment)
+    plan["online"] = {"replacements": [list(r) for r in res.replacements], "unmet": list(res.unmet)}
+    io.write_json(args.out, plan)
+    if args.revocations_out:
+        io.write_table(args.revocations_out, revocation_events(res.revoked, args.timestamp or time.time()))
+    for old, new in res.replacements:
+        print(f"{old} -> replaced by {new}")
+    for u in res.unmet:
+        print(f"unmet: {u}")
+    return 0
+
+
+def _grant(args: argparse.Namespace) -> int:
+    from placement_service.capacity import CapacityError, io
+    from placement_service.capacity.online import emergency_grant, revocation_events
+
+    region = io.read_inventory(args.inventory)
+    try:
+        raw = json.loads(args.request)
+    except json.JSONDecodeError as exc:
+        raise CapacityError(f"--request: not valid JSON: {exc}") from None
+    (request,), _ = io.parse_requests({"reservations": [raw]}, "--request")
+    plan = io.load_json(args.plan)
+    res = emergency_grant(region, request, io.read_assignment(args.plan, region),
+                          use_shared_buffer=args.use_shared_buffer)  # fmt: skip
+    plan["assignment"] = dict(res.assignment)
+    plan.setdefault("emergency", []).append({"id": request.id, "servers": list(res.revoked), "unmet": list(res.unmet)})
+    io.write_json(args.out, plan)
+    if args.revocations_out:
+        io.write_table(args.revocations_out, revocation_events(res.revoked, args.timestamp or time.time()))
+    print(f"granted {len(res.revoked)} servers to {request.id}")
+    for u in res.unmet:
+        print(f"unmet: {u}")
+    return 0 if not res.unmet else 1

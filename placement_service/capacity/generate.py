@@ -1,0 +1,123 @@
+"""Synthetic regions for capacity solving (seeded; the same arguments give the same region).
+
+Layout: ``n_msbs`` MSBs split evenly over ``n_datacenters``; racks of ``servers_per_rack``. Hardware
+is heterogeneous across MSBs the way installations happen over time: hardware generation ``g`` of
+``n_hardware`` is installed in MSB ``k`` when ``|g - center_k| <= window`` with
+``center_k = k * n_hardware / n_msbs``, so each type lives in a band of MSBs and the region-wide
+buffer lower bound sits above the perfectly spread ``1 / n_msbs``.
+
+Requests: sizes log-uniform from ``min_servers`` to ``max_servers`` (servers), scaled so that the
+requests plus their estimated buffers fill at most ``fill`` of each hardware type; each may use 1-3 adjacent generations
+(many are satisfiable by several types); half count servers (RRU 1 per server), half value newer
+generations more (RRU = 1 + 0.15 * generation); ``affinity_share`` of them carry a datacenter affinity.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from placement_service.capacity.domain import Region, Request
+
+
+def generate_region(
+    *,
+    n_servers: int = 1000,
+    n_msbs: int = 6,
+    n_hardware: int = 3,
+    n_datacenters: int | None = None,
+    servers_per_rack: int = 40,
+    unavailable_frac: float = 0.005,
+    seed: int = 0,
+) -> Region:
+    rng = np.random.default_rng(seed)
+    n_dc = n_datacenters or max(1, min(3, n_msbs // 4))
+    msb = np.sort(rng.integers(0, n_msbs, n_servers))
+    window = max(1.0, n_hardware / 3)
+    hw = np.empty(n_servers, dtype=np.int64)
+    for k in range(n_msbs):
+        center = (k + 0.5) * n_hardware / n_msbs - 0.5
+        types = np.array([g for g in range(n_hardware) if abs(g - center) <= window])
+        if len(types) == 0:
+            types = np.array([min(n_hardware - 1, max(0, round(center)))])
+        idx = np.flatnonzero(msb == k)
+        hw[idx] = types[rng.integers(0, len(types), len(idx))]
+    dc = (msb * n_dc) // n_msbs
+    rack = np.empty(n_servers, dtype=np.int64)
+    rack_names: list[str] = []
+    for k in range(n_msbs):
+        idx = np.flatnonzero(msb == k)
+        n_racks = max(1, math.ceil(len(idx) / servers_per_rack))
+        rack[idx] = len(rack_names) + (np.arange(len(idx)) % n_racks)
+        rack_names.extend(f"msb{k:02d}-rack{j:03d}" for j in range(n_racks))
+    width = len(str(n_servers - 1))
+    return Region(
+        server=tuple(f"srv{i:0{width}d}" for i in range(n_servers)),
+        hardware=hw.astype(np.int32),
+        datacenter=dc.astype(np.int32),
+        msb=msb.astype(np.int32),
+        rack=rack.astype(np.int32),
+        available=rng.random(n_servers) >= unavailable_frac,
+        in_use=np.zeros(n_servers, dtype=bool),
+        hardware_names=tuple(f"hw{g:02d}" for g in range(n_hardware)),
+        datacenter_names=tuple(f"dc{d}" for d in range(n_dc)),
+        msb_names=tuple(f"msb{k:02d}" for k in range(n_msbs)),
+        rack_names=tuple(rack_names),
+        extra={
+            "cores": tuple(float(16 * (1 + g // 3)) for g in hw),
+            "memory_mb": tuple(float(65536 * (1 + g // 3)) for g in hw),
+            "storage_gb": tuple(float(2000 + 500 * (g % 3)) for g in hw),
+        },
+    )
+
+
+def generate_requests(
+    region: Region,
+    *,
+    n_reservations: int = 20,
+    fill: float = 0.7,
+    min_servers: float = 2.0,
+    max_servers: float | None = None,
+    affinity_share: float = 0.1,
+    seed: int = 0,
+) -> tuple[Request, ...]:
+    rng = np.random.default_rng(seed + 1)
+    n_hw = len(region.hardware_names)
+    avail = region.available.astype(bool)
+    supply = np.bincount(region.hardware[avail], minlength=n_hw).astype(float)
+    hi = max_servers or max(min_servers * 2, supply.sum() / max(4.0, n_reservations / 4))
+    sizes = np.exp(rng.uniform(math.log(min_servers), math.log(hi), n_reservations))
+    first = rng.integers(0, n_hw, n_reservations)
+    width = rng.integers(1, 4, n_reservations)
+    # scale: each type's share of the requests plus its embedded buffer (about 1 / (MSBs holding the
+    # type - 1) of the request) stays within ``fill`` of the type's supply; the tightest type sets one scale
+    msbs_of_hw = np.array([max(2, len(set(region.msb[region.hardware == g].tolist()))) for g in range(n_hw)])
+    demand = np.zeros(n_hw)
+    for r in range(n_reservations):
+        types = np.arange(first[r], min(n_hw, first[r] + width[r]))
+        demand[types] += sizes[r] * supply[types] / supply[types].sum()
+    demand *= 1.0 + 1.0 / (msbs_of_hw - 1) + 0.05
+    scale = fill / float(np.max(demand / np.maximum(supply, 1.0)))
+    sizes = np.maximum(min_servers, sizes * scale)
+    dc_of_hw = [sorted(set(region.datacenter[region.hardware == g].tolist())) for g in range(n_hw)]
+    out = []
+    for r in range(n_reservations):
+        gens = list(range(first[r], min(n_hw, first[r] + width[r])))
+        counted = rng.random() < 0.5
+        rru = {region.hardware_names[g]: (1.0 if counted else round(1.0 + 0.15 * g, 2)) for g in gens}
+        mean = float(np.mean(list(rru.values())))
+        affinity = None
+        dcs = sorted(set().union(*(dc_of_hw[g] for g in gens)))
+        if len(dcs) >= 2 and rng.random() < affinity_share and sizes[r] > 20:
+            a, b = rng.choice(dcs, 2, replace=False)
+            affinity = {region.datacenter_names[int(a)]: 0.6, region.datacenter_names[int(b)]: 0.4}
+        out.append(
+            Request(
+                id=f"res{r:04d}",
+                capacity_rru=float(max(1.0, round(sizes[r] * mean))),
+                rru=rru,
+                datacenter_affinity=affinity,
+            )
+        )
+    return tuple(out)
