@@ -50,6 +50,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
+from threadpoolctl import threadpool_limits
 
 from placement_service.core.types import (
     ClassTable,
@@ -242,8 +243,7 @@ def _filled_chunks(
         if n_missing.any():
             block = np.where(nan, np.float32(0.0), block)
             mean = block.sum(axis=1, dtype=np.float64) / np.maximum(n_slots - n_missing, 1)
-            rows, cols = np.nonzero(nan)
-            block[rows, cols] = mean[rows]
+            block[nan] = np.repeat(mean, n_missing).astype(np.float32)  # row-major, like the mask
         else:
             mean = block.sum(axis=1, dtype=np.float64) / n_slots
         yield lo, hi, block, mean, n_missing
@@ -462,7 +462,20 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         servers_per_tenant: Mapping[str, int] | None = None,
         cores_per_tenant: Mapping[str, float] | None = None,
     ) -> UtilizationClustering:
-        """Learn patterns and classes from ``series``; servers (weights) and cores size the classes."""
+        """Learn patterns and classes from ``series``; servers (weights) and cores size the classes.
+
+        Runs single-threaded (BLAS and OpenMP pools limited to one thread): each numeric call here is
+        small, and on a shared 2-core machine spinning thread pools made the fit ~10x slower.
+        """
+        with threadpool_limits(limits=1):
+            return self._fit(series, servers_per_tenant, cores_per_tenant)
+
+    def _fit(
+        self,
+        series: TenantSeries,
+        servers_per_tenant: Mapping[str, int] | None,
+        cores_per_tenant: Mapping[str, float] | None,
+    ) -> UtilizationClustering:
         thresholds = self._validate(series)
         tenants = series.tenants
         servers = _per_tenant(tenants, servers_per_tenant, "servers_per_tenant", default=1.0)
