@@ -13,7 +13,8 @@ cause a second, unneeded kill on the next tick.
 
 The advertised amount (the node resource YARN sees) is damped so it does not flap:
 1. a deficit or a kill shrinks it to the target at once (the safe side);
-2. during the cool-down after a kill it never grows (the scheduler must not refill the node);
+2. during the cool-down after a kill it never grows (the scheduler must not refill the node) and
+   any shrink applies at once (the primary is still climbing; a one-way move cannot flap);
 3. otherwise it moves when the change is larger than the threshold, or when the last change is at least
    ``advertise_hold_s`` old.
 A missing or stale sample advertises nothing, kills nothing and says so.
@@ -134,9 +135,10 @@ def _damp(current: int, target: int, threshold: float, now_s: float, state: Deci
     """One resource's advertised value after the damping rules (see module docstring)."""
     if target == current:
         return current
-    if target < current and force_shrink:
+    in_cooldown = now_s < state.cooldown_until_s
+    if target < current and (force_shrink or in_cooldown):
         return target
-    if target > current and now_s < state.cooldown_until_s:
+    if target > current and in_cooldown:
         return current
     if abs(target - current) > threshold or now_s - state.last_change_s >= policy.advertise_hold_s:
         return target

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -101,6 +102,10 @@ def test_cooldown_after_kill_holds_advertised_amount_then_releases():
     during = decide(view(1, 1000, [], t=NOW + 59), NOW + 59, POLICY, spike.state)
     assert during.target_cores == 5 and during.advertise_cores == 0
     assert any("cool-down" in r for r in during.reasons)
+    # the primary keeps climbing during the cool-down: small shrinks apply at once, one way only
+    spike_state = replace(spike.state, advertised_cores=5, advertised_memory_mb=5000)
+    climbing = decide(view(1, 1100, [], t=NOW + 2), NOW + 2, POLICY, spike_state)
+    assert climbing.advertise_memory_mb == 8000 - 1100 - 2000 and climbing.kills == ()
     after = decide(view(1, 1000, [], t=NOW + 61), NOW + 61, POLICY, during.state)
     assert after.advertise_cores == 5
 
