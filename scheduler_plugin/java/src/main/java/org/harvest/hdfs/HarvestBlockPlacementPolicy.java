@@ -1,0 +1,205 @@
+package org.harvest.hdfs;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.AddBlockFlag;
+import org.apache.hadoop.hdfs.protocol.BlockStoragePolicy;
+import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
+import org.apache.hadoop.hdfs.server.blockmanagement.BlockPlacementPolicyDefault;
+import org.apache.hadoop.hdfs.server.blockmanagement.DatanodeStorageInfo;
+import org.apache.hadoop.hdfs.server.blockmanagement.FSClusterStats;
+import org.apache.hadoop.hdfs.server.blockmanagement.Host2NodesMap;
+import org.apache.hadoop.net.NetworkTopology;
+import org.apache.hadoop.net.Node;
+import org.apache.hadoop.net.NodeBase;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * HDFS block placement that asks the harvest placement service where a block's replicas go, and
+ * falls back to the stock policy on any error, timeout or unusable answer, so that a write never
+ * fails because of this class.
+ *
+ * <p>Set {@code dfs.block.replicator.classname=org.harvest.hdfs.HarvestBlockPlacementPolicy} and
+ * {@code harvest.placement.url} in the NameNode's hdfs-site.xml (see hadoop-conf/README.md).
+ *
+ * <p>How the service's answer is applied: the stock {@link BlockPlacementPolicyDefault} is called
+ * with every live DataNode that is <em>not</em> among the service's targets added to the
+ * excluded set. Stock code then picks storages, checks space, load and staleness and orders the
+ * pipeline, among the service's targets only. If that yields fewer replicas than asked (a target
+ * is full, stale or breaks the rack rule), the block is placed by the stock policy alone.
+ * Only the public Hadoop API is used (no package-private NameNode internals).
+ */
+public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault {
+  private static final Logger LOG = LoggerFactory.getLogger(HarvestBlockPlacementPolicy.class);
+
+  public static final String URL_KEY = "harvest.placement.url";
+  public static final String TOKEN_FILE_KEY = "harvest.placement.token-file";
+  public static final String CONNECT_TIMEOUT_KEY = "harvest.placement.connect-timeout-ms";
+  public static final String READ_TIMEOUT_KEY = "harvest.placement.read-timeout-ms";
+  public static final String COOLDOWN_KEY = "harvest.placement.cooldown-ms";
+  public static final String NODE_CACHE_KEY = "harvest.placement.node-cache-ms";
+  public static final int CONNECT_TIMEOUT_DEFAULT = 50;
+  public static final int READ_TIMEOUT_DEFAULT = 150;
+  public static final long COOLDOWN_DEFAULT = 10000L;
+  public static final long NODE_CACHE_DEFAULT = 10000L;
+
+  private volatile PlacementDecider decider;
+  private NetworkTopology topology;
+  private long nodeCacheMs = NODE_CACHE_DEFAULT;
+  private final Object nodeLock = new Object();
+  private Map<String, Node> liveNodes = Collections.emptyMap();
+  private long liveNodesAtMs = Long.MIN_VALUE;
+
+  @Override
+  public void initialize(Configuration conf, FSClusterStats stats, NetworkTopology clusterMap,
+      Host2NodesMap host2datanodeMap) {
+    super.initialize(conf, stats, clusterMap, host2datanodeMap);
+    this.topology = clusterMap;
+    this.nodeCacheMs = conf.getLong(NODE_CACHE_KEY, NODE_CACHE_DEFAULT);
+    String url = conf.get(URL_KEY);
+    if (url == null || url.trim().isEmpty()) {
+      LOG.warn("{} is not set: placing every block with the stock policy", URL_KEY);
+      return;
+    }
+    try {
+      PlacementClient client = new PlacementClient(url.trim(), readToken(conf.get(TOKEN_FILE_KEY)),
+          conf.getInt(CONNECT_TIMEOUT_KEY, CONNECT_TIMEOUT_DEFAULT),
+          conf.getInt(READ_TIMEOUT_KEY, READ_TIMEOUT_DEFAULT));
+      this.decider = new PlacementDecider(client, conf.getLong(COOLDOWN_KEY, COOLDOWN_DEFAULT),
+          new PlacementDecider.Clock() {
+            @Override
+            public long nowMs() {
+              return System.nanoTime() / 1000000L;
+            }
+          });
+      LOG.info("harvest block placement: asking {} (stock policy on failure)", url);
+    } catch (IOException ex) {
+      LOG.warn("harvest block placement disabled, stock policy only: {}", ex.toString());
+    }
+  }
+
+  /** Visible for tests: replace the service client (e.g. with a fake clock). */
+  void setDecider(PlacementDecider decider) {
+    this.decider = decider;
+  }
+
+  private static String readToken(String path) throws IOException {
+    if (path == null || path.trim().isEmpty()) {
+      return "";
+    }
+    return new String(Files.readAllBytes(Paths.get(path.trim())), StandardCharsets.UTF_8).trim();
+  }
+
+  @Override
+  public DatanodeStorageInfo[] chooseTarget(String srcPath, int numOfReplicas, Node writer,
+      List<DatanodeStorageInfo> chosen, boolean returnChosenNodes, Set<Node> excludedNodes,
+      long blocksize, BlockStoragePolicy storagePolicy, EnumSet<AddBlockFlag> flags) {
+    PlacementDecider d = decider;
+    if (d != null && numOfReplicas > 0) {
+      try {
+        DatanodeStorageInfo[] steered = chooseWithService(d, srcPath, numOfReplicas, writer, chosen,
+            returnChosenNodes, excludedNodes, blocksize, storagePolicy, flags);
+        if (steered != null) {
+          return steered;
+        }
+      } catch (RuntimeException ex) {
+        LOG.warn("harvest placement for {} failed, using the stock policy: {}", srcPath, ex.toString());
+      }
+    }
+    return super.chooseTarget(srcPath, numOfReplicas, writer, chosen, returnChosenNodes, excludedNodes,
+        blocksize, storagePolicy, flags);
+  }
+
+  /** The service-steered choice, or null to fall back to the stock one. */
+  private DatanodeStorageInfo[] chooseWithService(PlacementDecider d, String srcPath, int numOfReplicas,
+      Node writer, List<DatanodeStorageInfo> chosen, boolean returnChosenNodes, Set<Node> excludedNodes,
+      long blocksize, BlockStoragePolicy storagePolicy, EnumSet<AddBlockFlag> flags) {
+    Map<String, Node> live = liveNodes();
+    Set<String> excludedHosts = new HashSet<String>();
+    if (excludedNodes != null) {
+      for (Node n : excludedNodes) {
+        excludedHosts.add(hostOf(n));
+      }
+    }
+    if (chosen != null) {
+      for (DatanodeStorageInfo s : chosen) {
+        excludedHosts.add(hostOf(s.getDatanodeDescriptor()));
+      }
+    }
+    String writerHost = writer instanceof DatanodeInfo ? hostOf(writer) : "";
+    PlacementDecider.Decision decision = d.decide(
+        new PlacementDecider.Request(writerHost, numOfReplicas, excludedHosts, blocksize), live.keySet());
+    if (!decision.useService) {
+      LOG.debug("block of {}: stock placement, {}", srcPath, decision.reason);
+      return null;
+    }
+    Set<Node> targets = new HashSet<Node>();
+    for (String t : decision.targets) {
+      targets.add(live.get(PlacementDecider.key(t)));
+    }
+    Set<Node> steer = new HashSet<Node>();
+    if (excludedNodes != null) {
+      steer.addAll(excludedNodes);
+    }
+    for (Node n : live.values()) {
+      if (!targets.contains(n)) {
+        steer.add(n);
+      }
+    }
+    DatanodeStorageInfo[] result = super.chooseTarget(srcPath, numOfReplicas, writer,
+        chosen == null ? new ArrayList<DatanodeStorageInfo>() : chosen, returnChosenNodes, steer, blocksize,
+        storagePolicy, flags);
+    int already = returnChosenNodes && chosen != null ? chosen.size() : 0;
+    if (result == null || result.length - already < numOfReplicas) {
+      LOG.info("block of {}: service targets {} not all usable, stock placement", srcPath, decision.targets);
+      return null;
+    }
+    return result;
+  }
+
+  /** Name used with the service: the DataNode's host name, lower case. */
+  static String hostOf(Node n) {
+    if (n instanceof DatanodeInfo) {
+      return PlacementDecider.key(((DatanodeInfo) n).getHostName());
+    }
+    return n == null ? "" : PlacementDecider.key(n.getName());
+  }
+
+  /** Live, in-service DataNodes by host name and IP, refreshed at most every node-cache-ms. */
+  Map<String, Node> liveNodes() {
+    long now = System.nanoTime() / 1000000L;
+    synchronized (nodeLock) {
+      if (liveNodesAtMs != Long.MIN_VALUE && now - liveNodesAtMs < nodeCacheMs) {
+        return liveNodes;
+      }
+      Map<String, Node> byHost = new HashMap<String, Node>();
+      for (Node n : topology.getLeaves(NodeBase.ROOT)) {
+        if (n instanceof DatanodeInfo) {
+          DatanodeInfo dn = (DatanodeInfo) n;
+          if (dn.isDecommissioned() || dn.isDecommissionInProgress() || dn.isInMaintenance()
+              || dn.isEnteringMaintenance()) {
+            continue;
+          }
+          byHost.put(PlacementDecider.key(dn.getHostName()), n);
+          byHost.put(PlacementDecider.key(dn.getIpAddr()), n);
+        }
+      }
+      liveNodes = Collections.unmodifiableMap(byHost);
+      liveNodesAtMs = now;
+      return liveNodes;
+    }
+  }
+}

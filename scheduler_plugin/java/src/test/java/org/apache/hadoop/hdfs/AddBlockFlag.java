@@ -1,0 +1,7 @@
+// Test stub: the minimal slice of the Hadoop 3.3 API the shim uses, with the same signatures.
+// Never shipped; the real build compiles against the Hadoop jars (see ../../build.sh).
+package org.apache.hadoop.hdfs;
+
+public enum AddBlockFlag {
+  NO_LOCAL_WRITE, IGNORE_CLIENT_LOCALITY, NO_LOCAL_RACK
+}

@@ -1,0 +1,295 @@
+package org.harvest.hdfs;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.EnumSet;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.AddBlockFlag;
+import org.apache.hadoop.hdfs.protocol.BlockStoragePolicy;
+import org.apache.hadoop.hdfs.server.blockmanagement.BlockPlacementPolicyDefault;
+import org.apache.hadoop.hdfs.server.blockmanagement.DatanodeDescriptor;
+import org.apache.hadoop.hdfs.server.blockmanagement.DatanodeStorageInfo;
+import org.apache.hadoop.net.NetworkTopology;
+import org.apache.hadoop.net.Node;
+
+/**
+ * Unit tests of the shim, run with a plain main (no JUnit offline). Arguments: {@code base-url
+ * token-file}; the base URL is a local fake service whose first path segment picks its
+ * behaviour (good, slow, wrong, garbage, error, full); a closed port stands for "down".
+ * Prints {@code PASS name} / {@code FAIL name: why} per test and exits 1 if any failed.
+ */
+public final class ShimTests {
+  private static String base;
+  private static String tokenFile;
+  private static String downUrl;
+  private static int failed;
+
+  interface Body {
+    void run() throws Exception;
+  }
+
+  private static void test(String name, Body body) {
+    try {
+      body.run();
+      System.out.println("PASS " + name);
+    } catch (Throwable t) {
+      failed++;
+      System.out.println("FAIL " + name + ": " + t);
+    }
+  }
+
+  private static void check(boolean ok, String what) {
+    if (!ok) {
+      throw new AssertionError(what);
+    }
+  }
+
+  private static void eq(Object expected, Object actual) {
+    if (expected == null ? actual != null : !expected.equals(actual)) {
+      throw new AssertionError("expected " + expected + ", got " + actual);
+    }
+  }
+
+  // --- decision logic (no Hadoop, no network) ------------------------------------------------
+
+  static final class FakeClock implements PlacementDecider.Clock {
+    final AtomicLong now = new AtomicLong(1000);
+
+    @Override
+    public long nowMs() {
+      return now.get();
+    }
+  }
+
+  static final class FakeService implements PlacementDecider.Service {
+    final AtomicInteger calls = new AtomicInteger();
+    volatile PlacementDecider.Answer answer;
+    volatile IOException failure;
+
+    @Override
+    public PlacementDecider.Answer choose(PlacementDecider.Request request) throws IOException {
+      calls.incrementAndGet();
+      if (failure != null) {
+        throw failure;
+      }
+      return answer;
+    }
+  }
+
+  private static final Set<String> LIVE = new HashSet<String>(Arrays.asList("a", "b", "c", "d"));
+
+  private static PlacementDecider.Request req(int n, String... excluded) {
+    return new PlacementDecider.Request("a", n, Arrays.asList(excluded), 128L << 20);
+  }
+
+  private static void deciderTests() {
+    test("decider uses a valid answer, first n targets in order", () -> {
+      FakeService s = new FakeService();
+      s.answer = new PlacementDecider.Answer(Arrays.asList("C", "b", "d"), false, "");
+      PlacementDecider.Decision d = new PlacementDecider(s, 1000, new FakeClock()).decide(req(2), LIVE);
+      check(d.useService, "should use the service: " + d);
+      eq(Arrays.asList("C", "b"), d.targets);
+    });
+    test("decider falls back and suspends the service for the cooldown after a failure", () -> {
+      FakeService s = new FakeService();
+      FakeClock clock = new FakeClock();
+      PlacementDecider dec = new PlacementDecider(s, 1000, clock);
+      s.failure = new IOException("connect refused");
+      check(!dec.decide(req(2), LIVE).useService, "failure must give stock");
+      s.failure = null;
+      s.answer = new PlacementDecider.Answer(Arrays.asList("b", "c"), false, "");
+      clock.now.addAndGet(999);
+      PlacementDecider.Decision during = dec.decide(req(2), LIVE);
+      check(!during.useService && during.reason.contains("suspended"), "still suspended: " + during);
+      eq(1, s.calls.get());
+      clock.now.addAndGet(1);
+      check(dec.decide(req(2), LIVE).useService, "asks again after the cooldown");
+      eq(2, s.calls.get());
+    });
+    test("decider rejects too few, duplicate, dead, excluded and missing targets without suspending", () -> {
+      List<List<String>> bad = new ArrayList<List<String>>();
+      bad.add(Arrays.asList("b"));
+      bad.add(Arrays.asList("b", "B"));
+      bad.add(Arrays.asList("b", "zz"));
+      bad.add(Arrays.asList("b", "x"));
+      bad.add(null);
+      FakeService s = new FakeService();
+      PlacementDecider dec = new PlacementDecider(s, 1000, new FakeClock());
+      for (List<String> targets : bad) {
+        s.answer = new PlacementDecider.Answer(targets, false, "");
+        PlacementDecider.Decision d = dec.decide(req(2, "x"), new HashSet<String>(Arrays.asList("a", "b", "x")));
+        check(!d.useService && d.reason.startsWith("invalid answer"), targets + " -> " + d);
+      }
+      check(!dec.suspended(), "an invalid answer must not suspend the service");
+    });
+    test("request JSON round-trips through the parser, escapes included", () -> {
+      PlacementDecider.Request r = new PlacementDecider.Request("w\"1", 3, Arrays.asList("x\\y", "z"), 42L);
+      Map<?, ?> m = (Map<?, ?>) MiniJson.parse(r.toJson());
+      eq("w\"1", m.get("writer"));
+      eq(3.0, m.get("replicas"));
+      eq(Arrays.asList("x\\y", "z"), m.get("excluded"));
+      eq(42.0, m.get("block_size"));
+    });
+    test("answer parsing accepts the contract and rejects the rest", () -> {
+      PlacementDecider.Answer a = PlacementClient.parseAnswer(
+          " {\"targets\": [\"h1\", \"h2\"], \"relaxed\": true, \"reason\": \"rows \\u0031\", \"x\": [1, {\"y\": null}]}");
+      eq(Arrays.asList("h1", "h2"), a.targets);
+      check(a.relaxed, "relaxed");
+      eq("rows 1", a.reason);
+      for (String bad : new String[] {"[]", "{\"targets\": \"h1\"}", "{\"targets\": [1]}", "{\"targets\": [", "nope"}) {
+        try {
+          PlacementClient.parseAnswer(bad);
+          throw new AssertionError("accepted " + bad);
+        } catch (IOException expected) {
+          // ok
+        }
+      }
+    });
+  }
+
+  // --- HTTP client against the local fake service ----------------------------------------------
+
+  private static PlacementClient client(String mode) throws IOException {
+    return new PlacementClient(base + "/" + mode + "/v1/blocks/place", "tok", 200, 300);
+  }
+
+  private static void clientTests() {
+    test("client parses a good answer", () -> {
+      PlacementDecider.Answer a = client("good").choose(req(3));
+      eq(Arrays.asList("dn5.example.com", "DN3.example.com", "dn1.example.com"), a.targets);
+    });
+    for (final String mode : new String[] {"slow", "garbage", "error"}) {
+      test("client turns a " + mode + " service into an IOException within its timeouts", () -> {
+        long t0 = System.nanoTime();
+        try {
+          client(mode).choose(req(3));
+          throw new AssertionError("no exception");
+        } catch (IOException expected) {
+          long ms = (System.nanoTime() - t0) / 1000000L;
+          check(ms < 900, "took " + ms + " ms");
+        }
+      });
+    }
+    test("client turns a down service into an IOException quickly", () -> {
+      long t0 = System.nanoTime();
+      try {
+        new PlacementClient(downUrl, "", 200, 300).choose(req(3));
+        throw new AssertionError("no exception");
+      } catch (IOException expected) {
+        check((System.nanoTime() - t0) / 1000000L < 900, "too slow");
+      }
+    });
+  }
+
+  // --- the shim on the Hadoop stubs ------------------------------------------------------------
+
+  private static List<DatanodeDescriptor> nodes;
+
+  private static HarvestBlockPlacementPolicy shim(String mode) {
+    NetworkTopology topo = new NetworkTopology();
+    nodes = new ArrayList<DatanodeDescriptor>();
+    for (int i = 1; i <= 6; i++) {
+      DatanodeDescriptor dn = new DatanodeDescriptor("dn" + i + ".example.com", "10.0.0." + i, "/r" + (i % 2));
+      nodes.add(dn);
+      topo.add(dn);
+    }
+    Configuration conf = new Configuration();
+    if (mode != null) {
+      conf.set(HarvestBlockPlacementPolicy.URL_KEY, mode.startsWith("http") ? mode : base + "/" + mode + "/v1/blocks/place");
+    }
+    conf.set(HarvestBlockPlacementPolicy.TOKEN_FILE_KEY, tokenFile);
+    conf.set(HarvestBlockPlacementPolicy.READ_TIMEOUT_KEY, "300");
+    conf.set(HarvestBlockPlacementPolicy.CONNECT_TIMEOUT_KEY, "200");
+    HarvestBlockPlacementPolicy p = new HarvestBlockPlacementPolicy();
+    p.initialize(conf, null, topo, null);
+    return p;
+  }
+
+  private static List<String> hosts(DatanodeStorageInfo[] result) {
+    List<String> out = new ArrayList<String>();
+    for (DatanodeStorageInfo s : result) {
+      out.add(s.getDatanodeDescriptor().getHostName());
+    }
+    return out;
+  }
+
+  private static DatanodeStorageInfo[] place(HarvestBlockPlacementPolicy p, Set<Node> excluded) {
+    return p.chooseTarget("/warehouse/t/part-0", 3, null, new ArrayList<DatanodeStorageInfo>(), false, excluded,
+        128L << 20, new BlockStoragePolicy("HOT"), EnumSet.noneOf(AddBlockFlag.class));
+  }
+
+  private static final List<String> STOCK = Arrays.asList("dn1.example.com", "dn2.example.com", "dn3.example.com");
+
+  private static void shimTests() {
+    test("shim places replicas on the service's targets", () -> {
+      List<String> got = hosts(place(shim("good"), new HashSet<Node>()));
+      eq(new HashSet<String>(Arrays.asList("dn5.example.com", "dn3.example.com", "dn1.example.com")),
+          new HashSet<String>(got));
+    });
+    test("shim leaves the caller's excluded set untouched and tells the service about it", () -> {
+      HarvestBlockPlacementPolicy p = shim("good-excluding");
+      Set<Node> excluded = new HashSet<Node>();
+      excluded.add(nodes.get(1));
+      List<String> got = hosts(place(p, excluded));
+      eq(1, excluded.size());
+      check(!got.contains("dn2.example.com"), "excluded node chosen: " + got);
+      eq(3, got.size());
+    });
+    for (final String mode : new String[] {"slow", "wrong", "garbage", "error", "full"}) {
+      test("shim falls back to the stock choice when the service is " + mode, () -> {
+        HarvestBlockPlacementPolicy p = shim(mode);
+        if ("full".equals(mode)) {
+          // The service answers {dn4, dn5, dn6}; dn4 is full, so steering yields 2 replicas of 3 and
+          // the stock policy places the block on its own.
+          nodes.get(3).full = true;
+        }
+        long t0 = System.nanoTime();
+        List<String> got = hosts(place(p, new HashSet<Node>()));
+        long ms = (System.nanoTime() - t0) / 1000000L;
+        eq(STOCK, got);
+        check(ms < 1500, "fallback took " + ms + " ms");
+      });
+    }
+    test("shim falls back when the service is down, then skips it during the cooldown", () -> {
+      HarvestBlockPlacementPolicy p = shim(downUrl);
+      eq(STOCK, hosts(place(p, new HashSet<Node>())));
+      long t0 = System.nanoTime();
+      for (int i = 0; i < 50; i++) {
+        eq(STOCK, hosts(place(p, new HashSet<Node>())));
+      }
+      long ms = (System.nanoTime() - t0) / 1000000L;
+      check(ms < 500, "50 blocks during the cooldown took " + ms + " ms");
+    });
+    test("shim without a configured URL is the stock policy", () -> {
+      int before = BlockPlacementPolicyDefault.stockCalls;
+      eq(STOCK, hosts(place(shim(null), new HashSet<Node>())));
+      eq(before + 1, BlockPlacementPolicyDefault.stockCalls);
+    });
+    test("shim ignores decommissioned and in-maintenance nodes as targets", () -> {
+      HarvestBlockPlacementPolicy p = shim("good");
+      nodes.get(4).decommissioned = true; // dn5 is one of the service's targets
+      eq(STOCK, hosts(place(p, new HashSet<Node>())));
+    });
+  }
+
+  public static void main(String[] args) throws Exception {
+    base = args[0];
+    tokenFile = args[1];
+    downUrl = args[2] + "/v1/blocks/place";
+    deciderTests();
+    clientTests();
+    shimTests();
+    System.out.println(failed == 0 ? "ALL PASSED" : failed + " FAILED");
+    System.exit(failed == 0 ? 0 : 1);
+  }
+}
