@@ -1,14 +1,232 @@
-"""Sub-commands of this package (placeholder until implemented)."""
+"""``harvest sim schedule|durability|availability|report``: the simulator from the command line.
+
+Inputs: the trace files (``--utilization``, ``--inventory``, ``--reimages``: the data contracts of
+``DESIGN.md``), or ``--generate N`` for an in-process generated datacenter of N servers, or
+``--real azure|planetlab`` for the public traces grouped into tenants. Each experiment writes
+``OUT/results.json``, ``OUT/results.csv`` and ``OUT/*.png``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import time
+from pathlib import Path
 from typing import Any
+
+from placement_service import HarvestError
+
+logger = logging.getLogger(__name__)
+
+
+class SimUsageError(HarvestError):
+    """Bad command-line arguments for ``harvest sim``."""
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _inputs(p: argparse.ArgumentParser, reimages_required: bool = False) -> None:
+    g = p.add_argument_group("datacenter (trace files, or --generate, or --real)")
+    g.add_argument("--utilization", help="utilization samples (Parquet/CSV: timestamp, server, tenant, cpu)")
+    g.add_argument("--inventory", help="inventory (server, tenant, environment, rack, cores, memory_mb, storage_gb)")
+    g.add_argument(
+        "--reimages", help="reimage events (timestamp, server)" + (" [required]" if reimages_required else "")
+    )
+    g.add_argument("--generate", type=int, metavar="N", help="generate a datacenter of N servers in-process")
+    g.add_argument("--generate-seed", type=int, default=1, help="seed of the generated datacenter (default 1)")
+    g.add_argument("--real", choices=["azure", "planetlab"], help="public CPU traces grouped into tenants")
+    g.add_argument("--real-servers", type=int, default=5000, help="servers of the real-trace datacenter")
+    g.add_argument("--name", help="datacenter name in the results (default from the input)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--seed", type=int, default=0, help="base seed of the named random streams (default 0)")
+    p.add_argument("--runs", type=int, default=3, help="runs per point (default 3)")
+    p.add_argument("--history-days", type=float, default=7.0, help="days of history the policy learns from")
 
 
 def register(subparsers: Any) -> None:
-    del subparsers
+    sim = subparsers.add_parser("sim", help="trace-driven simulator: scheduling, durability, availability")
+    sub = sim.add_subparsers(dest="sim_command", metavar="<experiment>")
+
+    p = sub.add_parser("schedule", help="YARN-PT vs YARN-H (and YARN-Stock): job time, killed tasks")
+    _inputs(p)
+    p.add_argument("--levels", type=_floats, default=[0.2, 0.3, 0.4, 0.5, 0.6], help="utilization levels")
+    p.add_argument("--scaling", choices=["linear", "root"], default="linear")
+    p.add_argument("--days", type=float, default=30.0, help="simulated days after the history (default 30)")
+    p.add_argument("--systems", default="YARN-PT,YARN-H", help="comma list of YARN-Stock, YARN-PT, YARN-H")
+    p.add_argument("--step-s", type=float, default=60.0, help="time step (s)")
+    p.add_argument("--reserve-frac", type=float, default=1 / 3, help="cores kept for the primary (default 1/3)")
+    p.add_argument("--offered-core-frac", type=float, default=0.05, help="batch load as a fraction of all cores")
+    p.add_argument("--length-scale", type=float, default=5.0, help="task length multiplier")
+    p.add_argument("--interarrival-s", type=float, default=300.0, help="mean job inter-arrival time (s)")
+    p.add_argument("--max-wait-s", type=float, default=1800.0,
+                   help="YARN-H job without a class waits this long, then runs anywhere (inf: forever)")
+    p.add_argument("--pt-server-choice", choices=["fill", "proportional"], default="fill")
+    p.add_argument("--reselect-after-s", type=float, default=1800.0,
+                   help="YARN-H job starved this long asks class selection again (0: never, as the paper)")
+    p.set_defaults(func=_schedule)
+
+    p = sub.add_parser("durability", help="HDFS-Stock vs HDFS-H: blocks lost in a year of reimages")
+    _inputs(p, reimages_required=True)
+    p.add_argument("--replicas", type=_ints, default=[3, 4])
+    p.add_argument("--blocks", type=int, default=4_000_000)
+    p.add_argument("--days", type=float, default=365.0)
+    p.add_argument("--step-s", type=float, default=3600.0)
+    p.add_argument("--repair-blocks-per-hour", type=float, default=30.0)
+    p.add_argument("--block-size-mb", type=float, default=256.0)
+    p.set_defaults(func=_durability)
+
+    p = sub.add_parser("availability", help="HDFS-Stock vs HDFS-H: failed accesses vs utilization")
+    _inputs(p)
+    p.add_argument("--levels", type=_floats, default=[0.2, 0.3, 0.4, 0.5, 0.6])
+    p.add_argument("--replicas", type=_ints, default=[3, 4])
+    p.add_argument("--scaling", choices=["linear", "root"], default="linear")
+    p.add_argument("--days", type=float, default=21.0, help="days of accesses after the history")
+    p.add_argument("--blocks", type=int, default=200_000)
+    p.add_argument("--accesses", type=int, default=1_000_000)
+    p.add_argument("--reserve-frac", type=float, default=1 / 3)
+    p.add_argument("--busy-cpu", type=float, default=None, help="busy threshold (default 1 - reserve)")
+    p.add_argument("--block-size-mb", type=float, default=256.0)
+    p.set_defaults(func=_availability)
+
+    p = sub.add_parser("report", help="Markdown report (and figures) from results directories")
+    p.add_argument("results", nargs="+", help="directories holding results.json")
+    p.add_argument("--out", required=True, help="Markdown file to write (e.g. docs/results.md)")
+    p.add_argument("--figures", help="directory for the figures (default: next to the Markdown)")
+    p.set_defaults(func=_report)
+
+    sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
 
 
-def _unused(args: argparse.Namespace) -> int:  # pragma: no cover
+def load_input(args: argparse.Namespace) -> Any:
+    """The ``SimDatacenter`` named by the input flags."""
+    from placement_service.sim import datacenter as dcm
+
+    given = [x for x in (args.utilization or args.inventory, args.generate, args.real) if x]
+    if len(given) != 1:
+        raise SimUsageError("give exactly one of --utilization/--inventory, --generate N or --real")
+    if args.generate:
+        from placement_service.traces.generate import generate_datacenter
+
+        gen = generate_datacenter(args.generate, seed=args.generate_seed)
+        return dcm.from_generated(gen, args.name or f"generated-{args.generate}-s{args.generate_seed}")
+    if args.real:
+        from placement_service.sim.real import real_sim_datacenter
+
+        return real_sim_datacenter(args.real, n_servers=args.real_servers, seed=args.generate_seed)
+    if not (args.utilization and args.inventory):
+        raise SimUsageError("--utilization and --inventory go together")
+    return dcm.load_datacenter(args.utilization, args.inventory, args.reimages, name=args.name)
+
+
+def _check_runs(args: argparse.Namespace) -> None:
+    if args.runs < 1:
+        raise SimUsageError(f"--runs must be >= 1, got {args.runs}")
+
+
+def _finish(out: Path, experiment: str, dc: Any, settings: dict[str, Any], records: list[Any], t0: float) -> int:
+    from placement_service.sim.figures import figures_for
+    from placement_service.sim.results import write_results
+
+    settings = {**settings, "servers": dc.n_servers, "tenants": dc.n_tenants, "wall_s": time.perf_counter() - t0}
+    doc = write_results(out, experiment, dc.name, settings, records)
+    paths = figures_for(doc, out, title=f"{experiment}: {dc.name}")
+    print(json.dumps({"results": str(out / "results.json"), "figures": [str(p) for p in paths],
+                      "summary": doc["summary"]}, indent=1, default=str))
+    return 0
+
+
+def _schedule(args: argparse.Namespace) -> int:
+    from placement_service.sim.datacenter import Scaling
+    from placement_service.sim.run import run_schedule
+    from placement_service.sim.schedule import ScheduleConfig, ServerChoice, YarnSystem
+    from placement_service.sim.workload import WorkloadConfig
+
+    _check_runs(args)
+    try:
+        systems = [YarnSystem(s.strip()) for s in args.systems.split(",") if s.strip()]
+        config = ScheduleConfig(
+            days=args.days, history_days=args.history_days, step_s=args.step_s, reserve_frac=args.reserve_frac,
+            pt_server_choice=ServerChoice(args.pt_server_choice), h_max_wait_s=args.max_wait_s,
+            h_reselect_after_s=args.reselect_after_s,
+            workload=WorkloadConfig(
+                mean_interarrival_s=args.interarrival_s, length_scale=args.length_scale,
+                offered_core_frac=args.offered_core_frac,
+            ),
+        )
+    except ValueError as exc:
+        raise SimUsageError(str(exc)) from None
+    t0 = time.perf_counter()
+    dc = load_input(args)
+    records = run_schedule(
+        dc, levels=args.levels, scaling=Scaling(args.scaling), runs=args.runs, seed=args.seed, config=config,
+        systems=systems,
+    )
+    settings = {k: v for k, v in vars(args).items() if k != "func"}
+    return _finish(Path(args.out), "schedule", dc, settings, records, t0)
+
+
+def _durability(args: argparse.Namespace) -> int:
+    from placement_service.sim.durability import DurabilityConfig
+    from placement_service.sim.run import run_durability
+
+    _check_runs(args)
+    if args.utilization and not args.reimages:
+        raise SimUsageError("durability needs --reimages")
+    try:
+        config = DurabilityConfig(
+            days=args.days, blocks=args.blocks, step_s=args.step_s,
+            repair_blocks_per_hour=args.repair_blocks_per_hour, block_size_mb=args.block_size_mb,
+        )
+    except ValueError as exc:
+        raise SimUsageError(str(exc)) from None
+    t0 = time.perf_counter()
+    dc = load_input(args)
+    records = run_durability(
+        dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days
+    )
+    settings = {k: v for k, v in vars(args).items() if k != "func"}
+    return _finish(Path(args.out), "durability", dc, settings, records, t0)
+
+
+def _availability(args: argparse.Namespace) -> int:
+    from placement_service.sim.availability import AvailabilityConfig
+    from placement_service.sim.datacenter import Scaling
+    from placement_service.sim.run import run_availability
+
+    _check_runs(args)
+    try:
+        config = AvailabilityConfig(
+            days=args.days, history_days=args.history_days, blocks=args.blocks, accesses=args.accesses,
+            reserve_frac=args.reserve_frac, busy_cpu=args.busy_cpu, block_size_mb=args.block_size_mb,
+        )
+    except ValueError as exc:
+        raise SimUsageError(str(exc)) from None
+    t0 = time.perf_counter()
+    dc = load_input(args)
+    records = run_availability(
+        dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
+        seed=args.seed, config=config,
+    )
+    settings = {k: v for k, v in vars(args).items() if k != "func"}
+    return _finish(Path(args.out), "availability", dc, settings, records, t0)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from placement_service.sim.report import write_report
+
+    path = write_report([Path(r) for r in args.results], Path(args.out), Path(args.figures) if args.figures else None)
+    print(path)
     return 0

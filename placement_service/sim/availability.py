@@ -1,0 +1,133 @@
+"""Availability simulation: how often every replica of a block sits on a busy server.
+
+A server is *busy* in a slot when its primary tenant's CPU is above ``busy_cpu`` (default
+``1 - reserve_frac``: serving the access would eat into the primary's reserve; the paper's accesses
+cannot proceed above 66%). A busy DataNode refuses reads and is not chosen for new replicas.
+
+Procedure for one (system, replicas, level, run):
+
+1. Blocks are created uniformly over the history window (writers uniform over the servers); before
+   each slot's blocks the placer learns which servers turned busy or idle (``set_busy``), so both
+   systems avoid busy targets, as HDFS with load-aware placement does.
+2. Accesses: ``accesses`` (block, time) pairs drawn uniformly over the blocks and over the ``days``
+   that follow the history window. An access fails when every replica's server is busy in that
+   slot (a missing replica counts as unavailable).
+3. ``failed_access_pct = 100 * failed / accesses``; ``utilization`` is the core-weighted average
+   primary CPU over the access window.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement_service.core.types import PlacementError
+from placement_service.sim.datacenter import SimDatacenter
+from placement_service.sim.policy import HdfsSystem, Placer
+
+logger = logging.getLogger(__name__)
+
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class AvailabilityConfig:
+    days: float = 30.0
+    history_days: float = 7.0
+    blocks: int = 200_000
+    accesses: int = 1_000_000
+    reserve_frac: float = 1.0 / 3.0
+    busy_cpu: float | None = None
+    block_size_mb: float = 256.0
+
+    def __post_init__(self) -> None:
+        if self.days <= 0 or self.blocks < 1 or self.accesses < 1 or self.history_days < 0:
+            raise ValueError("days, blocks and accesses must be > 0; history_days >= 0")
+
+    @property
+    def busy_threshold(self) -> float:
+        return 1.0 - self.reserve_frac if self.busy_cpu is None else float(self.busy_cpu)
+
+
+@dataclass(frozen=True)
+class AvailabilityResult:
+    system: HdfsSystem
+    replicas: int
+    utilization: float
+    failed_access_pct: float
+    accesses: int
+    failed_accesses: int
+    blocks: int
+    relaxed_placements: int
+    wall_s: float
+
+
+def simulate_availability(
+    dc: SimDatacenter,
+    cpu: np.ndarray,
+    placer: Placer,
+    system: HdfsSystem,
+    replicas: int,
+    config: AvailabilityConfig,
+    *,
+    create_rng: np.random.Generator,
+    place_rng: np.random.Generator,
+    access_rng: np.random.Generator,
+) -> AvailabilityResult:
+    wall0 = time.perf_counter()
+    interval_s = dc.series.interval_s
+    n_slots = cpu.shape[1]
+    n = dc.n_servers
+    names = dc.inventory.server
+    index = dc.inventory.index()
+    busy_t = cpu > np.float32(config.busy_threshold)  # [tenant, slot]
+    hist_slots = int(round(config.history_days * DAY_S / interval_s))
+    eval_slots = max(1, int(round(config.days * DAY_S / interval_s)))
+    # 1. blocks over the history window (slot 0 only when there is no history).
+    n_blocks = int(config.blocks)
+    create_slot = np.sort(create_rng.integers(0, max(1, hist_slots), n_blocks)) % n_slots
+    writer = create_rng.integers(0, n, n_blocks)
+    rep = np.full((n_blocks, replicas), -1, dtype=np.int64)
+    tenant_servers = [np.flatnonzero(dc.server_tenant == t) for t in range(dc.n_tenants)]
+    state = np.zeros(dc.n_tenants, dtype=bool)
+    relaxed = 0
+    bounds = np.searchsorted(create_slot, np.arange(n_slots + 1), side="left")
+    for slot in np.unique(create_slot):
+        flip = np.flatnonzero(busy_t[:, slot] != state)
+        for t in flip:
+            for s in tenant_servers[t]:
+                placer.set_busy(names[s], bool(busy_t[t, slot]))
+        state[flip] = busy_t[flip, slot]
+        for b in range(bounds[slot], bounds[slot + 1]):
+            try:
+                res = placer.place(names[writer[b]], replicas, rng=place_rng)
+            except PlacementError:
+                continue
+            relaxed += res.relaxed
+            rep[b, : len(res.targets)] = [index[x] for x in res.targets]
+    # 2. accesses over the window after the history.
+    a_block = access_rng.integers(0, n_blocks, config.accesses)
+    a_slot = (hist_slots + access_rng.integers(0, eval_slots, config.accesses)) % n_slots
+    holders = rep[a_block]
+    server_busy = np.ones(holders.shape, dtype=bool)
+    ok = holders >= 0
+    server_busy[ok] = busy_t[dc.server_tenant[holders[ok]], np.broadcast_to(a_slot[:, None], holders.shape)[ok]]
+    failed = int(server_busy.all(axis=1).sum())
+    # 3. utilization of the access window.
+    window = (hist_slots + np.arange(eval_slots)) % n_slots
+    w = dc.tenant_cores()
+    util = float((cpu[:, window].mean(axis=1, dtype=np.float64) * w).sum() / w.sum())
+    return AvailabilityResult(
+        system=system,
+        replicas=replicas,
+        utilization=util,
+        failed_access_pct=100.0 * failed / config.accesses,
+        accesses=config.accesses,
+        failed_accesses=failed,
+        blocks=n_blocks,
+        relaxed_placements=int(relaxed),
+        wall_s=time.perf_counter() - wall0,
+    )

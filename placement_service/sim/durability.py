@@ -1,0 +1,249 @@
+"""Durability simulation: a year of reimages against HDFS-Stock and HDFS-H replica placement.
+
+State: ``rep[b, k]`` = server holding replica ``k`` of block ``b`` (-1: none). Time advances in steps
+of ``step_s`` (default one hour); in each step, in order:
+
+1. **Creations**: the blocks created in the step (creation times uniform over the simulated span,
+   writers uniform over the servers) get their replicas from the placer (the policy core's
+   ``ReplicaPlacer`` or ``StockPlacer``: same code as the service).
+2. **Reimages**: a reimaged server loses every replica on its disk (``rep`` entries set to -1) and
+   its space is free again (``reset_server``). A block with no replica left is lost for good;
+   the others join the re-replication queue.
+3. **Re-replication**: each server can act as the source of ``repair_blocks_per_hour`` (30, the
+   HDFS rate the paper uses) copies per hour (a token bucket refilled every step, holding at most
+   one step's worth). Queued blocks are served fewest-replicas-first, then oldest-first; each picks
+   a random surviving replica as source and, when that source has a token, asks the placer for one
+   more target given the surviving holders (``existing=``). One replica per block per step.
+
+Finding the replicas of a reimaged server is a lookup in a server-sorted index of ``rep`` (rebuilt
+when more than ``rebuild_every`` replicas were written since the last build) plus a scan of the
+replicas written since. Every write goes through that log, so no replica is missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement_service.core.types import PlacementError
+from placement_service.sim.datacenter import SimDatacenter
+from placement_service.sim.policy import HdfsSystem, Placer
+from placement_service.sim.reimages import ReimageSchedule
+
+logger = logging.getLogger(__name__)
+
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class DurabilityConfig:
+    days: float = 365.0
+    blocks: int = 4_000_000
+    step_s: float = 3600.0
+    repair_blocks_per_hour: float = 30.0
+    block_size_mb: float = 256.0
+    rebuild_every: int = 2_000_000
+
+    def __post_init__(self) -> None:
+        if self.days <= 0 or self.blocks < 1 or self.step_s <= 0 or self.repair_blocks_per_hour <= 0:
+            raise ValueError("days, blocks, step_s and repair_blocks_per_hour must be > 0")
+
+
+@dataclass(frozen=True)
+class DurabilityResult:
+    system: HdfsSystem
+    replicas: int
+    blocks: int
+    lost_blocks: int
+    lost_pct: float
+    reimages: int
+    repairs: int
+    relaxed_placements: int
+    failed_placements: int
+    max_queue: int
+    wall_s: float
+
+
+class _ReplicaIndex:
+    """Server -> flat positions of ``rep`` (sorted base + append-only log since the last rebuild)."""
+
+    def __init__(self, rep: np.ndarray, n_servers: int, rebuild_every: int) -> None:
+        self.rep = rep
+        self.flat = rep.reshape(-1)
+        self.n = n_servers
+        self.rebuild_every = rebuild_every
+        self.log_pos = np.zeros(1 << 16, dtype=np.int64)
+        self.log_srv = np.zeros(1 << 16, dtype=np.int32)
+        self.m = 0
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        pos = np.flatnonzero(self.flat >= 0)
+        srv = self.flat[pos]
+        order = np.argsort(srv, kind="stable")
+        self.base = pos[order]
+        self.ptr = np.concatenate([[0], np.cumsum(np.bincount(srv, minlength=self.n))])
+        self.m = 0
+
+    def log(self, pos: np.ndarray, srv: np.ndarray) -> None:
+        k = pos.shape[0]
+        if self.m + k > self.log_pos.shape[0]:
+            size = max(2 * self.log_pos.shape[0], self.m + k)
+            self.log_pos = np.resize(self.log_pos, size)
+            self.log_srv = np.resize(self.log_srv, size)
+        self.log_pos[self.m : self.m + k] = pos
+        self.log_srv[self.m : self.m + k] = srv
+        self.m += k
+        if self.m >= self.rebuild_every:
+            self.rebuild()
+
+    def on_servers(self, servers: np.ndarray) -> np.ndarray:
+        """Flat positions of every current replica on ``servers``."""
+        parts = [self.base[self.ptr[s] : self.ptr[s + 1]] for s in servers]
+        if self.m:
+            parts.append(self.log_pos[: self.m][np.isin(self.log_srv[: self.m], servers)])
+        cand = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+        return cand[np.isin(self.flat[cand], servers)]
+
+
+def simulate_durability(
+    dc: SimDatacenter,
+    placer_factory: Callable[[], Placer],
+    system: HdfsSystem,
+    replicas: int,
+    reimages: ReimageSchedule,
+    config: DurabilityConfig,
+    *,
+    create_rng: np.random.Generator,
+    place_rng: np.random.Generator,
+    repair_rng: np.random.Generator,
+) -> DurabilityResult:
+    """One (system, replicas) run; ``placer_factory()`` returns a fresh core placer for ``system``."""
+    wall0 = time.perf_counter()
+    placer = placer_factory()
+    n = dc.n_servers
+    names = dc.inventory.server
+    index = dc.inventory.index()
+    total_s = config.days * DAY_S
+    n_blocks = int(config.blocks)
+    create_t = np.sort(create_rng.uniform(0.0, total_s, n_blocks))
+    writer = create_rng.integers(0, n, n_blocks)
+    rep = np.full((n_blocks, replicas), -1, dtype=np.int32)
+    alive = np.zeros(n_blocks, dtype=np.int8)
+    lost = np.zeros(n_blocks, dtype=bool)
+    queued = np.zeros(n_blocks, dtype=bool)
+    queue = np.zeros(0, dtype=np.int64)
+    idx = _ReplicaIndex(rep, n, config.rebuild_every)
+    rate_per_step = config.repair_blocks_per_hour * config.step_s / 3600.0
+    tokens = np.full(n, rate_per_step)
+    relaxed = failed = repairs = max_queue = 0
+    next_block = next_reimage = 0
+    n_steps = int(np.ceil(total_s / config.step_s))
+    progress_every = max(1, n_steps // 12)
+    for step in range(n_steps):
+        t1 = min(total_s, (step + 1) * config.step_s)
+        # 1. creations.
+        stop = int(np.searchsorted(create_t, t1, side="left"))
+        if stop > next_block:
+            new_pos: list[int] = []
+            new_srv: list[int] = []
+            for b in range(next_block, stop):
+                try:
+                    res = placer.place(names[writer[b]], replicas, rng=place_rng)
+                except PlacementError:
+                    failed += 1
+                    continue
+                relaxed += res.relaxed
+                for k, name in enumerate(res.targets):
+                    s = index[name]
+                    rep[b, k] = s
+                    new_pos.append(b * replicas + k)
+                    new_srv.append(s)
+                alive[b] = len(res.targets)
+                if 0 < alive[b] < replicas and not queued[b]:
+                    queued[b] = True
+                    queue = np.append(queue, b)
+            idx.log(np.array(new_pos, dtype=np.int64), np.array(new_srv, dtype=np.int32))
+            next_block = stop
+        # 2. reimages.
+        stop_r = int(np.searchsorted(reimages.time_s, t1, side="left"))
+        if stop_r > next_reimage:
+            hit = np.unique(reimages.server[next_reimage:stop_r])
+            next_reimage = stop_r
+            for s in hit:
+                placer.reset_server(names[s])
+            pos = idx.on_servers(hit)
+            if pos.size:
+                idx.flat[pos] = -1
+                blocks, counts = np.unique(pos // replicas, return_counts=True)
+                alive[blocks] -= counts.astype(np.int8)
+                dead = blocks[(alive[blocks] == 0) & ~lost[blocks]]
+                lost[dead] = True
+                hurt = blocks[(alive[blocks] > 0) & ~queued[blocks]]
+                queued[hurt] = True
+                queue = np.concatenate([queue, hurt])
+        # 3. re-replication.
+        tokens = np.minimum(tokens + rate_per_step, rate_per_step)
+        if queue.size:
+            keep = ~lost[queue] & (alive[queue] < replicas)
+            queued[queue[~keep]] = False
+            queue = queue[keep]
+        if queue.size:
+            max_queue = max(max_queue, int(queue.size))
+            q = queue[np.argsort(alive[queue], kind="stable")]
+            rows = rep[q]
+            keys = repair_rng.random(rows.shape)
+            keys[rows < 0] = -1.0
+            src = rows[np.arange(q.size), np.argmax(keys, axis=1)].astype(np.int64)
+            order = np.argsort(src, kind="stable")
+            ssrc = src[order]
+            first = np.searchsorted(ssrc, ssrc, side="left")
+            rank = np.empty(q.size, dtype=np.int64)
+            rank[order] = np.arange(q.size) - first
+            ok = rank < np.floor(tokens[src])
+            new_pos = []
+            new_srv = []
+            for b in q[ok]:
+                row = rep[b]
+                holders = [names[x] for x in row[row >= 0]]
+                try:
+                    res = placer.place(None, 1, existing=holders, rng=place_rng)
+                except PlacementError:
+                    failed += 1
+                    continue
+                s = index[res.targets[0]]
+                k = int(np.flatnonzero(row < 0)[0])
+                rep[b, k] = s
+                alive[b] += 1
+                new_pos.append(int(b) * replicas + k)
+                new_srv.append(s)
+                repairs += 1
+            np.subtract.at(tokens, src[ok], 1.0)
+            if new_pos:
+                idx.log(np.array(new_pos, dtype=np.int64), np.array(new_srv, dtype=np.int32))
+            done = alive[q] >= replicas
+            queued[q[done]] = False
+            queue = q[~done]
+        if (step + 1) % progress_every == 0:
+            logger.info(
+                "%s x%d: day %.0f, %d blocks, %d lost, %d queued, %d repairs",
+                system.value, replicas, t1 / DAY_S, next_block, int(lost.sum()), queue.size, repairs,
+            )
+    n_lost = int(lost.sum())
+    return DurabilityResult(
+        system=system,
+        replicas=replicas,
+        blocks=n_blocks,
+        lost_blocks=n_lost,
+        lost_pct=100.0 * n_lost / n_blocks,
+        reimages=int(reimages.time_s.shape[0]),
+        repairs=repairs,
+        relaxed_placements=int(relaxed),
+        failed_placements=failed,
+        max_queue=max_queue,
+        wall_s=time.perf_counter() - wall0,
+    )

@@ -1,0 +1,137 @@
+"""Adapters between the simulator and the policy core: the same clustering, class selection and
+replica placement code the service runs, fed with simulated state instead of node reports.
+
+- ``fit_classes``: ``UtilizationClustering`` on the history window of the (scaled) tenant series,
+  weighted by each tenant's servers and cores (what ``harvest cluster`` does with an inventory).
+- ``ClassRouter``: wraps ``ClassSelector``. Before each decision it receives each class's current
+  use, ``(primary cores + secondary containers) / class cores`` (what the agents report: the primary
+  rounded up plus the secondary allocations), so a class that batch work already filled has no
+  headroom left.
+- ``placement_grid`` / ``make_placer``: the core's 3x3 grid and its ``ReplicaPlacer`` (HDFS-H) or
+  ``StockPlacer`` (HDFS-Stock), addressed by server name as in the service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+from enum import StrEnum
+from typing import Protocol
+
+import numpy as np
+
+from placement_service.core.clustering import UtilizationClustering
+from placement_service.core.grid import build_grid
+from placement_service.core.placement import PlacementConfig, PlacementResult, ReplicaPlacer
+from placement_service.core.selection import ClassSelector, SelectionConfig, job_type
+from placement_service.core.stock_placement import StockPlacer
+from placement_service.core.types import ClassTable, GridCell, TenantSeries
+from placement_service.sim.datacenter import SimDatacenter
+from placement_service.sim.workload import JobTemplate
+
+
+def history_series(dc: SimDatacenter, cpu: np.ndarray, history_slots: int) -> TenantSeries:
+    """The first ``history_slots`` slots of ``cpu`` as a ``TenantSeries`` (what the service has seen)."""
+    h = max(2, min(int(history_slots), cpu.shape[1]))
+    return replace(dc.series, cpu=np.asarray(cpu[:, :h], dtype=np.float64), long_gaps=())
+
+
+def fit_classes(
+    dc: SimDatacenter, cpu: np.ndarray, history_slots: int, *, seed: int = 0, max_classes_per_pattern: int = 4
+) -> tuple[ClassTable, UtilizationClustering]:
+    """Cluster the tenants on their history (core-weighted, server-counted classes)."""
+    series = history_series(dc, cpu, history_slots)
+    servers = dc.tenant_servers()
+    cores = dc.tenant_cores()
+    model = UtilizationClustering(max_classes_per_pattern=max_classes_per_pattern, random_state=seed)
+    model.fit(
+        series,
+        servers_per_tenant={t: int(servers[i]) for i, t in enumerate(dc.series.tenants)},
+        cores_per_tenant={t: float(cores[i]) for i, t in enumerate(dc.series.tenants)},
+    )
+    return model.class_table(), model
+
+
+class ClassRouter:
+    """YARN-H's view of class selection: class ids <-> server index arrays, current use per class."""
+
+    def __init__(self, table: ClassTable, dc: SimDatacenter, config: SelectionConfig) -> None:
+        self.selector = ClassSelector(table, config)
+        self.ids = self.selector.ids
+        pos = {cid: i for i, cid in enumerate(self.ids)}
+        tenant_class = np.array([pos[table.tenant_class[t]] for t in dc.series.tenants], dtype=np.int64)
+        self.server_class = tenant_class[dc.server_tenant]
+        self.class_cores = np.bincount(self.server_class, weights=dc.inventory.cores, minlength=len(self.ids))
+        self._members = [np.flatnonzero(self.server_class == c) for c in range(len(self.ids))]
+        self._union: dict[tuple[int, ...], np.ndarray] = {}
+        self.all_classes = np.arange(len(self.ids), dtype=np.int64)
+
+    def update(self, primary_cores: np.ndarray, secondary_cores: np.ndarray) -> None:
+        """Tell the selector each class's current CPU use (primary + secondary, fraction of cores)."""
+        busy = np.bincount(self.server_class, weights=primary_cores + secondary_cores, minlength=len(self.ids))
+        cur = np.clip(busy / np.maximum(self.class_cores, 1e-9), 0.0, 1.0)
+        self.selector.update_current(dict(zip(self.ids, cur.tolist(), strict=True)))
+
+    def route(self, template: JobTemplate, last_duration_s: float | None, rng: np.random.Generator) -> np.ndarray:
+        """Class indices for one job (empty: nothing fits now, the job waits)."""
+        jt = job_type(last_duration_s, self.selector.config)
+        sel = self.selector.select_typed(jt, template.max_concurrency, rng)
+        return np.array([self.ids.index(c) for c in sel.classes], dtype=np.int64)
+
+    def servers_of(self, classes: np.ndarray) -> np.ndarray:
+        key = tuple(int(c) for c in classes)
+        if len(key) == 1:
+            return self._members[key[0]]
+        got = self._union.get(key)
+        if got is None:
+            got = np.sort(np.concatenate([self._members[c] for c in key]))
+            self._union[key] = got
+        return got
+
+
+def placement_grid(
+    dc: SimDatacenter, peak_cpu: Mapping[str, float], reimage_rate: Mapping[str, float]
+) -> dict[str, GridCell]:
+    """The 3x3 grid of the core (``build_grid``) from each tenant's reimage rate, peak and storage."""
+    from placement_service.traces.series import tenant_storage_gb
+
+    storage = tenant_storage_gb(dc.inventory)
+    tenants = sorted(storage)
+    return build_grid(
+        {t: float(reimage_rate.get(t, 0.0)) for t in tenants},
+        {t: float(peak_cpu.get(t, 0.0)) for t in tenants},
+        {t: float(storage[t]) for t in tenants},
+    )
+
+
+class HdfsSystem(StrEnum):
+    STOCK = "HDFS-Stock"
+    H = "HDFS-H"
+
+
+class Placer(Protocol):
+    """What the simulator uses of the core's placers (``ReplicaPlacer`` and ``StockPlacer``)."""
+
+    def place(
+        self,
+        writer: str | None,
+        replicas: int,
+        *,
+        excluded: Collection[str] = (),
+        rng: np.random.Generator | None = None,
+        existing: Collection[str] = (),
+    ) -> PlacementResult: ...
+
+    def reset_server(self, server: str) -> None: ...
+
+    def set_busy(self, server: str, busy: bool) -> None: ...
+
+
+def make_placer(
+    system: HdfsSystem, dc: SimDatacenter, grid: Mapping[str, GridCell], *, seed: int, block_size_mb: float
+) -> Placer:
+    """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H) or ``StockPlacer`` (HDFS-Stock)."""
+    config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
+    if system is HdfsSystem.H:
+        return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed)
+    return StockPlacer(dc.inventory, grid, config=config, seed=seed)

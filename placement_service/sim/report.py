@@ -1,0 +1,155 @@
+"""Markdown report of one or more result directories: tables, figures and checked claims.
+
+For every ``results.json`` the report has a table of the per-point min / mean / max, the figures
+(copied next to the report) and, per experiment, a check of the paper's claim it reproduces:
+
+- schedule: YARN-H's mean job time below YARN-PT's at mid utilization (levels 0.3..0.5), and
+  fewer killed tasks there;
+- durability: HDFS-H loses >= 100x fewer blocks than HDFS-Stock at 3 replicas (or none), none at 4;
+- availability: HDFS-H has no failed access up to ~40% utilization while HDFS-Stock has some.
+
+Each check prints "yes" or "NO" with the numbers it used, so a result that does not reproduce says so.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from placement_service.sim.figures import figures_for
+from placement_service.sim.results import atomic_write_text, read_results
+
+MID_LEVELS = (0.3, 0.5)
+
+
+def _mean(s: Mapping[str, Any], metric: str) -> float:
+    v = s.get(metric)
+    return float(v["mean"]) if isinstance(v, Mapping) else float("nan")
+
+
+def _fmt(v: float, digits: int = 1) -> str:
+    return f"{v:,.{digits}f}"
+
+
+def _schedule(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    summ = doc["summary"]
+    rows = ["| scaling | level | utilization % | system | avg job time (s) min / mean / max | killed tasks (mean) |",
+            "|---|---|---|---|---|---|"]
+    for s in sorted(summ, key=lambda s: (s.get("scaling", ""), s["level"], s["system"])):
+        t = s["avg_job_time_s"]
+        rows.append(
+            f"| {s.get('scaling')} | {s['level']:.2f} | {100 * _mean(s, 'utilization'):.1f} | {s['system']} | "
+            f"{_fmt(t['min'], 0)} / {_fmt(t['mean'], 0)} / {_fmt(t['max'], 0)} | {_fmt(_mean(s, 'killed_tasks'), 0)} |"
+        )
+    checks = []
+    by = {(s.get("scaling"), s["level"], s["system"]): s for s in summ}
+    for (scaling, level, system), s in sorted(by.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        if system != "YARN-H" or not (MID_LEVELS[0] <= level <= MID_LEVELS[1]):
+            continue
+        pt = by.get((scaling, level, "YARN-PT"))
+        if pt is None:
+            continue
+        h_t, pt_t = _mean(s, "avg_job_time_s"), _mean(pt, "avg_job_time_s")
+        h_k, pt_k = _mean(s, "killed_tasks"), _mean(pt, "killed_tasks")
+        gain = 100.0 * (1.0 - h_t / pt_t) if pt_t > 0 else float("nan")
+        ok = h_t < pt_t and h_k < pt_k
+        checks.append(
+            f"- {scaling} scaling, level {level:.2f}: YARN-H {_fmt(h_t, 0)} s vs YARN-PT {_fmt(pt_t, 0)} s "
+            f"({gain:+.1f}% reduction), killed {_fmt(h_k, 0)} vs {_fmt(pt_k, 0)}: **{'yes' if ok else 'NO'}**"
+        )
+    return rows, checks
+
+
+def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    rows = ["| replicas | system | lost blocks min / mean / max | lost % (mean) | runs |", "|---|---|---|---|---|"]
+    recs = doc["records"]
+    by: dict[tuple[int, str], list[int]] = {}
+    for r in recs:
+        by.setdefault((int(r["replicas"]), r["system"]), []).append(int(r["lost_blocks"]))
+    blocks = max((int(r["blocks"]) for r in recs), default=1)
+    for (rep, system), v in sorted(by.items()):
+        mean = sum(v) / len(v)
+        rows.append(f"| {rep} | {system} | {min(v)} / {mean:.1f} / {max(v)} | {100 * mean / blocks:.2e} | {len(v)} |")
+    checks = []
+    for rep in sorted({k[0] for k in by}):
+        st, h = by.get((rep, "HDFS-Stock")), by.get((rep, "HDFS-H"))
+        if st is None or h is None:
+            continue
+        st_m, h_m = sum(st) / len(st), sum(h) / len(h)
+        if rep >= 4:
+            ok = max(h) == 0
+            what = f"HDFS-H lost {max(h)} blocks at most (needs 0)"
+        else:
+            ok = h_m == 0 or (st_m >= 100 * h_m)
+            ratio = f"{st_m / h_m:.0f}x" if h_m > 0 else "HDFS-H lost none"
+            what = f"HDFS-Stock {st_m:.1f} vs HDFS-H {h_m:.1f} blocks on average ({ratio}; needs >= 100x or none)"
+        checks.append(f"- {rep} replicas: {what}: **{'yes' if ok else 'NO'}**")
+    return rows, checks
+
+
+def _availability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    summ = doc["summary"]
+    rows = ["| level | utilization % | replicas | system | failed accesses % min / mean / max |", "|---|---|---|---|---|"]
+    for s in sorted(summ, key=lambda s: (s["level"], s["replicas"], s["system"])):
+        f = s["failed_access_pct"]
+        rows.append(
+            f"| {s['level']:.2f} | {100 * _mean(s, 'utilization'):.1f} | {s['replicas']} | {s['system']} | "
+            f"{f['min']:.4f} / {f['mean']:.4f} / {f['max']:.4f} |"
+        )
+    checks = []
+    for rep in sorted({s["replicas"] for s in summ}):
+        low = [s for s in summ if s["replicas"] == rep and _mean(s, "utilization") <= 0.41]
+        h = [s for s in low if s["system"] == "HDFS-H"]
+        st = [s for s in low if s["system"] == "HDFS-Stock"]
+        if not h or not st:
+            continue
+        h_max = max(float(s["failed_access_pct"]["max"]) for s in h)
+        st_max = max(_mean(s, "failed_access_pct") for s in st)
+        ok = h_max == 0.0 and st_max > 0.0
+        checks.append(
+            f"- {rep} replicas, utilization <= 41%: HDFS-H worst {h_max:.4f}% failed, HDFS-Stock up to "
+            f"{st_max:.4f}%: **{'yes' if ok else 'NO'}**"
+        )
+    return rows, checks
+
+
+SECTIONS = {"schedule": _schedule, "durability": _durability, "availability": _availability}
+
+
+def write_report(
+    result_dirs: Sequence[Path], out: Path, figures_dir: Path | None = None, *, notes: str = "", title: str = ""
+) -> Path:
+    """Write the Markdown report ``out`` (figures under ``figures_dir``, default ``out``'s folder)."""
+    fig_root = figures_dir or out.parent / "figures" / "sim"
+    lines = [f"# {title or 'Simulation results'}", ""]
+    if notes:
+        lines += [notes.strip(), ""]
+    all_checks: list[str] = []
+    for d in result_dirs:
+        doc = read_results(d)
+        kind = doc["experiment"]
+        section = f"{kind}: {doc['datacenter']}"
+        settings = doc.get("settings", {})
+        fig_dir = fig_root / Path(d).name
+        paths = []
+        for p in sorted(Path(d).glob("*.png")):
+            fig_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, fig_dir / p.name)
+            paths.append(fig_dir / p.name)
+        if not paths:
+            paths = figures_for(doc, fig_dir, title=section)
+        rows, checks = SECTIONS[kind](doc)
+        all_checks += [f"- **{section}**"] + ["  " + c for c in checks]
+        lines += [f"## {section}", ""]
+        keys = ("servers", "tenants", "runs", "days", "blocks", "levels", "replicas", "scaling", "seed", "wall_s")
+        lines.append("Settings: " + ", ".join(f"`{k}={settings[k]}`" for k in keys if k in settings))
+        lines += ["", *rows, "", "Checks:", "", *(checks or ["- (no paired points to check)"]), ""]
+        for p in paths:
+            rel = Path(*[".."] * 0) / p.relative_to(out.parent) if p.is_relative_to(out.parent) else p
+            lines.append(f"![{p.stem}]({rel.as_posix()})")
+        lines.append("")
+    lines[2:2] = ["## Claims checked", "", *all_checks, ""]
+    atomic_write_text(out, "\n".join(lines) + "\n")
+    return out

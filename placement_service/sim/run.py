@@ -1,0 +1,212 @@
+"""Experiment drivers: sweeps of levels / replicas / runs over one datacenter, as result records.
+
+Every run ``r`` draws from ``Streams(seed, r)``; the systems compared in one run see the same
+workload, arrivals, reimages and writers (each system gets fresh copies of the named streams), so
+differences between systems come from the policies alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict
+
+import numpy as np
+
+from placement_service.core.selection import SelectionConfig
+from placement_service.core.types import GridCell, Job
+from placement_service.sim.availability import AvailabilityConfig, simulate_availability
+from placement_service.sim.datacenter import Scaling, SimDatacenter, scale_cpu
+from placement_service.sim.durability import DurabilityConfig, simulate_durability
+from placement_service.sim.policy import (
+    ClassRouter,
+    HdfsSystem,
+    Placer,
+    fit_classes,
+    make_placer,
+    placement_grid,
+)
+from placement_service.sim.reimages import ReimageSchedule, extend_reimages
+from placement_service.sim.results import Record
+from placement_service.sim.schedule import ScheduleConfig, YarnSystem, simulate_schedule
+from placement_service.sim.streams import Streams
+from placement_service.sim.workload import build_workload, poisson_arrivals
+
+logger = logging.getLogger(__name__)
+
+DAY_S = 86400.0
+
+
+def default_jobs() -> list[Job]:
+    """The 99 bundled TPC-DS DAGs of the policy core."""
+    from placement_service.core.tpcds import tpcds_jobs
+
+    return list(tpcds_jobs())
+
+
+def _history_slots(dc: SimDatacenter, history_days: float) -> int:
+    return int(round(history_days * DAY_S / dc.series.interval_s))
+
+
+def run_schedule(
+    dc: SimDatacenter,
+    *,
+    levels: Sequence[float],
+    scaling: Scaling,
+    runs: int,
+    seed: int,
+    config: ScheduleConfig,
+    systems: Sequence[YarnSystem] = (YarnSystem.PT, YarnSystem.H),
+    jobs: Sequence[Job] | None = None,
+) -> list[Record]:
+    """Scheduling sweep: one record per (system, level, run)."""
+    jobs = list(jobs) if jobs is not None else default_jobs()
+    total_cores = float(dc.inventory.cores.sum())
+    hist = _history_slots(dc, config.history_days)
+    records: list[Record] = []
+    scaled = {lv: scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling) for lv in levels}
+    tables = {}
+    if YarnSystem.H in systems:
+        tables = {lv: fit_classes(dc, scaled[lv][0], hist, seed=seed)[0] for lv in levels}
+    for run in range(runs):
+        streams = Streams(seed, run)
+        workload = build_workload(jobs, config.workload, streams.get("task-lengths"), total_cores=total_cores)
+        arrivals = poisson_arrivals(workload, config.days * DAY_S, streams.get("arrivals"), streams.get("jobs"))
+        sel_config = SelectionConfig(
+            short_max_s=workload.short_max_s, long_min_s=workload.long_min_s, reserve_frac=config.reserve_frac
+        )
+        for lv in levels:
+            cpu, param = scaled[lv]
+            for system in systems:
+                router = ClassRouter(tables[lv], dc, sel_config) if system is YarnSystem.H else None
+                res = simulate_schedule(
+                    dc, cpu, workload, arrivals, system, config,
+                    place_rng=streams.fresh("placement"),
+                    task_rng=streams.fresh("task-noise"),
+                    router=router,
+                    select_rng=streams.fresh("class-selection"),
+                )
+                rec: Record = {
+                    "experiment": "schedule", "datacenter": dc.name, "system": system.value,
+                    "scaling": scaling.value, "level": lv, "scale_param": param, "run": run, "seed": seed,
+                }
+                rec.update({k: v for k, v in asdict(res).items() if k != "system"})
+                rec["classes"] = len(tables[lv].classes) if lv in tables else None
+                records.append(rec)
+                logger.info(
+                    "schedule %s level %.2f run %d: %s avg job %.0f s, %d killed (%.1f s)",
+                    dc.name, lv, run, system.value, res.avg_job_time_s, res.killed_tasks, res.wall_s,
+                )
+    return records
+
+
+def _tenant_rates(dc: SimDatacenter) -> dict[str, float]:
+    from placement_service.traces.series import reimage_rates
+
+    if dc.reimages is None or len(dc.reimages.server) == 0:
+        return {t: 0.0 for t in dc.series.tenants}
+    span = dc.series.n_slots * dc.series.interval_s
+    return reimage_rates(dc.reimages, dc.inventory, span_s=span)
+
+
+def _grid(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> dict[str, GridCell]:
+    _, model = fit_classes(dc, cpu, hist, seed=seed)
+    return dict(placement_grid(dc, model.tenant_peak_cpu_, _tenant_rates(dc)))
+
+
+def year_of_reimages(dc: SimDatacenter, days: float, rng: np.random.Generator) -> ReimageSchedule:
+    if dc.reimages is None:
+        return ReimageSchedule(np.zeros(0), np.zeros(0, dtype=np.int64))
+    span = dc.series.n_slots * dc.series.interval_s
+    return extend_reimages(dc.reimages, dc.inventory, days, rng, window_start_s=dc.series.start_s, window_s=span)
+
+
+def run_durability(
+    dc: SimDatacenter,
+    *,
+    replicas: Sequence[int],
+    runs: int,
+    seed: int,
+    config: DurabilityConfig,
+    history_days: float = 7.0,
+    systems: Sequence[HdfsSystem] = (HdfsSystem.STOCK, HdfsSystem.H),
+) -> list[Record]:
+    """Durability: one record per (system, replicas, run)."""
+    if dc.reimages is None:
+        logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
+    grid = _grid(dc, dc.cpu, _history_slots(dc, history_days), seed)
+    records: list[Record] = []
+    for run in range(runs):
+        streams = Streams(seed, run)
+        schedule = year_of_reimages(dc, config.days, streams.get("reimages"))
+        for r in replicas:
+            for system in systems:
+                def factory(system: HdfsSystem = system, run: int = run) -> Placer:
+                    return make_placer(
+                        system, dc, grid, seed=Streams(seed, run).seed_int("placer"),
+                        block_size_mb=config.block_size_mb,
+                    )
+
+                res = simulate_durability(
+                    dc, factory, system, r, schedule, config,
+                    create_rng=streams.fresh("blocks"),
+                    place_rng=streams.fresh("placement"),
+                    repair_rng=streams.fresh("repair"),
+                )
+                rec: Record = {
+                    "experiment": "durability", "datacenter": dc.name, "system": system.value,
+                    "replicas": r, "run": run, "seed": seed,
+                }
+                rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
+                records.append(rec)
+                logger.info(
+                    "durability %s x%d run %d: %s lost %d of %d (%.1f s)",
+                    dc.name, r, run, system.value, res.lost_blocks, res.blocks, res.wall_s,
+                )
+    return records
+
+
+def run_availability(
+    dc: SimDatacenter,
+    *,
+    levels: Sequence[float],
+    replicas: Sequence[int],
+    scaling: Scaling,
+    runs: int,
+    seed: int,
+    config: AvailabilityConfig,
+    systems: Sequence[HdfsSystem] = (HdfsSystem.STOCK, HdfsSystem.H),
+) -> list[Record]:
+    """Availability sweep: one record per (system, level, replicas, run)."""
+    hist = _history_slots(dc, config.history_days)
+    records: list[Record] = []
+    for lv in levels:
+        cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
+        grid = _grid(dc, cpu, hist, seed)
+        for run in range(runs):
+            streams = Streams(seed, run)
+            for r in replicas:
+                for system in systems:
+                    placer = make_placer(
+                        system, dc, grid, seed=streams.seed_int("placer"),
+                        block_size_mb=config.block_size_mb,
+                    )
+                    res = simulate_availability(
+                        dc, cpu, placer, system, r, config,
+                        create_rng=streams.fresh("blocks"),
+                        place_rng=streams.fresh("placement"),
+                        access_rng=streams.fresh("accesses"),
+                    )
+                    rec: Record = {
+                        "experiment": "availability", "datacenter": dc.name, "system": system.value,
+                        "scaling": scaling.value, "level": lv, "scale_param": param, "replicas": r,
+                        "run": run, "seed": seed,
+                    }
+                    rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
+                    records.append(rec)
+                    logger.info(
+                        "availability %s level %.2f x%d run %d: %s failed %.4f%% (%.1f s)",
+                        dc.name, lv, r, run, system.value, res.failed_access_pct, res.wall_s,
+                    )
+    return records
+
