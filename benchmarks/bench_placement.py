@@ -1,0 +1,179 @@
+"""Benchmark: replica placement blocks per second on a 10,000-server inventory, ours vs stock HDFS.
+
+One run, same inventory, same writers (drawn uniformly from the servers with space), 256 MB blocks,
+3 replicas:
+
+- ``ReplicaPlacer`` (grid, relaxing) and ``ReplicaPlacer`` (grid, strict): the 3x3 reimage x
+  peak-CPU grid, environments;
+- ``StockPlacer``: stock HDFS rack-aware placement (writer, remote rack, same rack as the second).
+
+Besides speed it reports diversity: the share of blocks whose 3 replicas sit in 3 distinct
+environments, and in distinct grid rows (reimage groups) and columns (peak-CPU groups).
+
+Datacenter: ``harvest generate``'s synthetic generator (``placement_service.traces.generate``,
+heavy-tailed tenant sizes, environments, racks, free storage, reimages), ``--days`` days of
+5-minute samples. Grid: ``core.grid.build_grid`` from each tenant's reimages per server per month,
+its 99th-percentile CPU and its storage. Or pass ``--inventory`` and ``--classes`` (with a grid)
+from ``harvest generate`` / ``harvest cluster``.
+
+Usage: ``.venv/bin/python benchmarks/bench_placement.py [--servers 10000] [--blocks 50000] [--seed 0]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from placement_service.core.grid import build_grid
+from placement_service.core.placement import PlacementConfig, PlacerBase, ReplicaPlacer
+from placement_service.core.stock_placement import StockPlacer
+from placement_service.core.types import ClassTable, GridCell, Inventory
+
+MONTH_S = 30 * 86400.0
+
+
+def generated(servers: int, seed: int, days: float) -> tuple[Inventory, dict[str, GridCell]]:
+    from placement_service.traces.generate import generate_datacenter
+
+    dc = generate_datacenter(servers, seed=seed, days=days)
+    inv = dc.inventory
+    tenants = sorted(set(inv.tenant))
+    srv_tenant = dict(zip(inv.server, inv.tenant, strict=True))
+    n_srv = {t: 0 for t in tenants}
+    storage = {t: 0.0 for t in tenants}
+    for t, gb in zip(inv.tenant, inv.storage_gb, strict=True):
+        n_srv[t] += 1
+        storage[t] += float(gb)
+    events = {t: 0 for t in tenants}
+    for s in dc.reimages.server:
+        events[srv_tenant[s]] += 1
+    rate = {t: events[t] / n_srv[t] / (days * 86400.0 / MONTH_S) for t in tenants}
+    names, codes = dc.utilization.factorize("tenant")
+    peak = {t: 0.0 for t in tenants}
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    cpu = dc.utilization.cpu[order]
+    for i, t in enumerate(names):
+        if bounds[i + 1] > bounds[i]:
+            peak[str(t)] = float(np.percentile(cpu[bounds[i] : bounds[i + 1]], 99))
+    return inv, build_grid(rate, peak, storage)
+
+
+def from_files(inventory: str, classes: str) -> tuple[Inventory, Mapping[str, GridCell]]:
+    from placement_service.traces.io import load_inventory
+
+    with open(classes, encoding="utf-8") as f:
+        table = ClassTable.from_json(json.load(f), source=classes)
+    if table.grid is None:
+        raise SystemExit(f"{classes}: no grid (run harvest cluster with --reimages and --inventory)")
+    return load_inventory(inventory), table.grid
+
+
+def run(
+    placer: PlacerBase, writers: list[str], replicas: int
+) -> tuple[float, float, list[tuple[str, ...]], int, int]:
+    """(wall seconds, CPU seconds, targets per block, relaxed blocks, failed blocks)."""
+    out: list[tuple[str, ...]] = []
+    relaxed = failed = 0
+    rng = np.random.default_rng(1)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for w in writers:
+        try:
+            res = placer.place(w, replicas, rng=rng)
+        except Exception:  # noqa: BLE001 - counted; PlacementError when space runs out or strict refuses
+            failed += 1
+            continue
+        relaxed += res.relaxed
+        out.append(res.targets)
+    return time.perf_counter() - t0, time.process_time() - c0, out, relaxed, failed
+
+
+def diversity(
+    inv: Inventory, grid: Mapping[str, GridCell], blocks: list[tuple[str, ...]]
+) -> tuple[float, float]:
+    """Shares of blocks with pairwise distinct environments, and distinct grid rows and columns."""
+    idx = inv.index()
+    env_ok = rc_ok = 0
+    for b in blocks:
+        envs = {inv.environment[idx[s]] for s in b}
+        cells = [grid.get(inv.tenant[idx[s]]) for s in b]
+        env_ok += len(envs) == len(b)
+        if all(c is not None for c in cells):
+            rows = {c.reimage_row for c in cells if c is not None}
+            cols = {c.peak_column for c in cells if c is not None}
+            rc_ok += len(rows) == len(b) and len(cols) == len(b)
+    n = max(1, len(blocks))
+    return env_ok / n, rc_ok / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--servers", type=int, default=10_000)
+    ap.add_argument("--blocks", type=int, default=50_000)
+    ap.add_argument("--replicas", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--days", type=float, default=2.0, help="days of synthetic samples for peak CPU")
+    ap.add_argument("--inventory", help="inventory file instead of the generator (needs --classes)")
+    ap.add_argument("--classes", help="classes.json with a grid (with --inventory)")
+    args = ap.parse_args()
+
+    if args.inventory:
+        inv, grid = from_files(args.inventory, args.classes)
+        source = f"{args.inventory} + {args.classes}"
+    else:
+        inv, grid = generated(args.servers, args.seed, args.days)
+        source = f"generate_datacenter({args.servers}, seed={args.seed}, days={args.days})"
+    cells = sum(1 for _ in {(c.reimage_row, c.peak_column) for c in grid.values()})
+
+    # Writers: uniform over servers with room for the whole run's writes (so every writer qualifies).
+    block_gb = 256 / 1024
+    with_space = [s for s, gb in zip(inv.server, inv.storage_gb, strict=True) if gb >= block_gb]
+    wr = np.random.default_rng(args.seed)
+    writers = [with_space[i] for i in wr.integers(0, len(with_space), args.blocks)]
+
+    rows = []
+    for label, factory in (
+        ("ReplicaPlacer (grid, relaxing)", lambda: ReplicaPlacer(inv, grid, seed=args.seed)),
+        (
+            "ReplicaPlacer (grid, strict)",
+            lambda: ReplicaPlacer(inv, grid, config=PlacementConfig(strict=True), seed=args.seed),
+        ),
+        ("StockPlacer (stock HDFS, racks)", lambda: StockPlacer(inv, grid, seed=args.seed)),
+    ):
+        t0 = time.perf_counter()
+        placer = factory()
+        build_s = time.perf_counter() - t0
+        secs, cpu_s, blocks, relaxed, failed = run(placer, writers, args.replicas)
+        env_share, rc_share = diversity(inv, grid, blocks)
+        n = len(writers)
+        rows.append(
+            (label, n / secs, n / cpu_s, 1e3 * secs / n, build_s, relaxed, failed, env_share, rc_share)
+        )
+
+    load = os.getloadavg()
+    print(
+        f"replica placement: {len(inv):,} servers, {len(set(inv.tenant)):,} tenants, "
+        f"{len(set(inv.environment)):,} environments, {len(set(inv.rack)):,} racks, {cells} grid cells used"
+    )
+    print(f"source: {source}; {args.blocks:,} blocks x {args.replicas} replicas of 256 MB; seed {args.seed}")
+    print(f"load average (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, cpus {os.cpu_count()}")
+    print()
+    print(
+        "| placer | blocks/s (wall) | blocks/s (CPU time) | ms/block (wall) | build s | relaxed | failed "
+        "| distinct envs | distinct rows+cols |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, bps, cpu_bps, ms, build_s, relaxed, failed, env_share, rc_share in rows:
+        print(
+            f"| {label} | {bps:,.0f} | {cpu_bps:,.0f} | {ms:.4f} | {build_s:.2f} | {relaxed:,} | {failed:,} | "
+            f"{100 * env_share:.1f} % | {100 * rc_share:.1f} % |"
+        )
+
+
+if __name__ == "__main__":
+    main()
