@@ -137,7 +137,7 @@ class GeneratorConfig:
     datacenter: str = "dc-1"
 
     # -- reimages (rates per server per 30-day month)
-    reimage_tenant_median: float = 0.1
+    reimage_tenant_median: float = 0.08
     reimage_tenant_sigma: float = 1.5
     """Per-tenant rate ~ LogNormal(log(median), sigma) x kind factor, capped at ``reimage_rate_max``."""
     reimage_kind_factor: tuple[float, float, float] = (0.6, 1.5, 3.0)
@@ -145,7 +145,7 @@ class GeneratorConfig:
     reimage_rate_max: float = 10.0
     reimage_server_shape: float = 2.0
     """Per-server multiplier ~ Gamma(shape, 1 / shape) (mean 1): some servers are reimaged more."""
-    correlated_events_per_month: tuple[float, float, float] = (0.05, 0.2, 0.4)
+    correlated_events_per_month: tuple[float, float, float] = (0.1, 0.3, 0.6)
     """Poisson rate of environment-wide reimage events per environment and month, prod / dev / test."""
     correlated_whole_env_prob: float = 0.5
     """An event covers all tenants of the environment with this probability, else one tenant."""

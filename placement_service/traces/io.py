@@ -48,6 +48,7 @@ _STRING_COLUMNS = ("server", "tenant", "environment", "rack", "hardware", "datac
 # Values this close above 1.0 (rounding in the producer) are accepted and clipped to 1.0.
 _FRACTION_SLACK = 1e-6
 _ZONE_SUFFIX = r"(Z|z|[+-]\d\d(:?\d\d)?)$"
+_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 
 
 class TraceError(HarvestError):
@@ -282,23 +283,34 @@ def _timestamp_s(path: PathLike, table: pa.Table, name: str = "timestamp") -> np
     if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
         raise TraceError(path, f"expected {what}, got values of type {t}", column=name)
     col = pc.utf8_trim_whitespace(col)
-    numeric_ok = _first_failing(col, lambda c: pc.cast(c, pa.float64())) is None
-    if numeric_ok:
-        return _float_column(path, pa.table({name: col}), name, what)
+
     def convert(c: pa.ChunkedArray) -> np.ndarray:
-        z = pc.match_substring_regex(c, _ZONE_SUFFIX)
+        # Per row: a number is epoch seconds; text with a zone suffix is converted to UTC; text
+        # without one is taken as UTC.
         out = np.empty(len(c), dtype=np.float64)
-        zmask = np.asarray(z.to_numpy(zero_copy_only=False), dtype=bool)
-        if zmask.any():
-            out[zmask] = _arrow_time_to_s(pc.cast(pc.filter(c, z), pa.timestamp("us", tz="UTC")))
-        if not zmask.all():
-            out[~zmask] = _arrow_time_to_s(pc.cast(pc.filter(c, pc.invert(z)), pa.timestamp("us")))
+        num = np.asarray(pc.match_substring_regex(c, _NUMBER).to_numpy(zero_copy_only=False), dtype=bool)
+        zoned = np.asarray(pc.match_substring_regex(c, _ZONE_SUFFIX).to_numpy(zero_copy_only=False), dtype=bool)
+        zoned &= ~num
+        naive = ~num & ~zoned
+        for mask, target in ((num, None), (zoned, pa.timestamp("us", tz="UTC")), (naive, pa.timestamp("us"))):
+            if mask.any():
+                part = pc.filter(c, pa.array(mask))
+                out[mask] = (
+                    np.asarray(pc.cast(part, pa.float64()).to_numpy(), dtype=np.float64)
+                    if target is None
+                    else _arrow_time_to_s(pc.cast(part, target))
+                )
         return out
 
     bad = _first_failing(col, convert)
     if bad is not None:
         raise TraceError(path, f"expected {what}, got {_value(col, bad)}", row=bad + 1, column=name)
-    return convert(col)
+    values = convert(col)
+    finite = np.isfinite(values)
+    if not finite.all():
+        i = _first_true(~finite)
+        raise TraceError(path, f"expected {what}, got {_value(col, i)}", row=i + 1, column=name)
+    return values
 
 
 def _arrow_time_to_s(col: pa.ChunkedArray | pa.Array) -> np.ndarray:

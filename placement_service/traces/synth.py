@@ -179,7 +179,7 @@ def _unpredictable(
     irregular = np.zeros(n)
     for part in parts:
         if part == 0:  # regime changes: piecewise-constant levels
-            k = max(2, int(rng.poisson(6.0 * n * interval_s / (30 * DAY_S))))
+            k = max(4, int(rng.poisson(12.0 * n * interval_s / (30 * DAY_S))))
             cuts = np.sort(rng.integers(0, max(n, 1), size=k))
             levels = rng.uniform(0.0, 0.4, size=k + 1)
             irregular += levels[np.searchsorted(cuts, np.arange(n), side="right")]
@@ -188,7 +188,7 @@ def _unpredictable(
                 n, interval_s, rng, per_day=float(rng.uniform(0.3, 3.0)), median_s=7200.0, height=(0.1, 0.5)
             )
         else:  # slow mean-reverting random walk
-            irregular += ar1(n, float(rng.uniform(0.06, 0.15)), float(rng.uniform(1, 5)) * DAY_S, interval_s, rng)
+            irregular += ar1(n, float(rng.uniform(0.06, 0.15)), float(rng.uniform(0.25, 2.0)) * DAY_S, interval_s, rng)
     irregular -= irregular.mean() if n else 0.0
     std = float(irregular.std()) if n else 0.0
     target = float(rng.uniform(0.05, 0.15))

@@ -1,0 +1,141 @@
+"""Average-server series on a grid, gap filling and reporting, reimage rates, inventory facts."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from placement_service.core.types import Inventory, ReimageEvents
+from placement_service.traces.io import UtilizationSamples
+from placement_service.traces.series import (
+    MONTH_S,
+    fill_gaps,
+    infer_interval_s,
+    reimage_rates,
+    server_reimage_counts,
+    tenant_environment,
+    tenant_series,
+    tenant_server_counts,
+    tenant_storage_gb,
+)
+
+T0 = 1456790400.0
+
+
+def samples(rows: list[tuple[float, str, str, float]]) -> UtilizationSamples:
+    ts, server, tenant, cpu = zip(*rows, strict=True)
+    return UtilizationSamples(
+        timestamp_s=np.asarray(ts, dtype=np.float64),
+        server=np.asarray(server, dtype=object),
+        tenant=np.asarray(tenant, dtype=object),
+        cpu=np.asarray(cpu, dtype=np.float64),
+    )
+
+
+def test_tenant_value_is_the_mean_over_its_servers_per_slot():
+    s = samples(
+        [
+            (T0, "a1", "a", 0.2), (T0, "a2", "a", 0.4), (T0 + 120, "a1", "a", 0.6), (T0 + 120, "a2", "a", 0.8),
+            (T0, "b1", "b", 0.1), (T0 + 120, "b1", "b", 0.3),
+        ]
+    )
+    ts = tenant_series(s)
+    assert ts.tenants == ("a", "b") and ts.interval_s == 120.0 and ts.start_s == T0
+    np.testing.assert_allclose(ts.cpu, [[0.3, 0.7], [0.1, 0.3]])
+
+
+def test_interval_is_inferred_despite_missing_samples():
+    t = T0 + 300.0 * np.array([0, 1, 2, 4, 5, 9, 10, 11])
+    assert infer_interval_s(t) == 300.0
+    with pytest.raises(ValueError):
+        infer_interval_s(np.array([T0, T0]))
+
+
+def test_off_grid_samples_go_to_the_nearest_slot():
+    s = samples([(T0, "a", "t", 0.1), (T0 + 125, "a", "t", 0.2), (T0 + 238, "a", "t", 0.3)])
+    np.testing.assert_allclose(tenant_series(s, interval_s=120).cpu, [[0.1, 0.2, 0.3]])
+
+
+def test_short_gaps_are_interpolated_and_long_gaps_reported(caplog):
+    # Slots 0..13 of tenant "t": slots 2-3 missing (short), slots 6-10 missing (long, 5 > 3).
+    present = [0, 1, 4, 5, 11, 12, 13]
+    rows = [(T0 + 120.0 * j, "s", "t", 0.1 * j / 2) for j in present]
+    rows += [(T0 + 120.0 * j, "u", "u", 0.5) for j in range(14)]
+    with caplog.at_level(logging.WARNING, logger="placement_service.traces.series"):
+        ts = tenant_series(samples(rows), max_fill_slots=3)
+    t = ts.cpu[ts.tenants.index("t")]
+    np.testing.assert_allclose(t[[2, 3]], [0.1, 0.15])  # linear between slot 1 (0.05) and slot 4 (0.2)
+    assert np.isnan(t[6:11]).all() and not np.isnan(np.delete(t, range(6, 11))).any()
+    assert ts.long_gaps == (("t", 6, 5),)
+    assert "1 gap(s) longer than 3 slots (5 slots in all) in 1 of 2 tenants" in caplog.text
+
+
+def test_fill_gaps_edges_and_all_missing_rows():
+    x = np.array(
+        [
+            [np.nan, np.nan, 0.3, 0.4, np.nan],  # leading run of 2, trailing run of 1: copy nearest
+            [np.nan] * 5,  # nothing to fill from: one long gap
+            [0.1, np.nan, np.nan, np.nan, np.nan],  # trailing run of 4 > 3: long gap
+        ]
+    )
+    out, gaps = fill_gaps(x, max_fill_slots=3)
+    np.testing.assert_allclose(out[0], [0.3, 0.3, 0.3, 0.4, 0.4])
+    assert np.isnan(out[1]).all() and np.isnan(out[2, 1:]).all()
+    assert gaps == [(1, 0, 5), (2, 1, 4)]
+    out0, gaps0 = fill_gaps(x, max_fill_slots=0)
+    assert len(gaps0) == 4 and np.isnan(out0[0, :2]).all()
+
+
+def test_fill_gaps_matches_a_loop_on_random_holes():
+    rng = np.random.default_rng(3)
+    x = rng.random((20, 200))
+    x[rng.random(x.shape) < 0.3] = np.nan
+    out, gaps = fill_gaps(x, max_fill_slots=2)
+    for r in range(x.shape[0]):
+        row, j = x[r], 0
+        while j < len(row):
+            if not np.isnan(row[j]):
+                assert out[r, j] == row[j]
+                j += 1
+                continue
+            k = j
+            while k < len(row) and np.isnan(row[k]):
+                k += 1
+            n = k - j
+            if n > 2:
+                assert (r, j, n) in gaps and np.isnan(out[r, j:k]).all()
+            elif 0 < j and k < len(row):
+                expect = row[j - 1] + (row[k] - row[j - 1]) * np.arange(1, n + 1) / (n + 1)
+                np.testing.assert_allclose(out[r, j:k], expect)
+            j = k
+
+
+def _inventory() -> Inventory:
+    return Inventory(
+        server=("s1", "s2", "s3", "s4"),
+        tenant=("a", "a", "b", "c"),
+        environment=("prod-1", "prod-1", "dev-1", "dev-1"),
+        rack=("r1", "r1", "r2", "r2"),
+        cores=np.full(4, 16.0),
+        memory_mb=np.full(4, 65536.0),
+        storage_gb=np.array([100.0, 50.0, 0.0, 10.0]),
+    )
+
+
+def test_reimage_rates_per_server_per_month():
+    inv = _inventory()
+    ev = ReimageEvents(
+        timestamp_s=np.array([0.0, 10.0, 20.0, 30.0, 40.0]), server=("s1", "s1", "s2", "s3", "zz")
+    )
+    np.testing.assert_array_equal(server_reimage_counts(ev, inv), [2, 1, 1, 0])
+    rates = reimage_rates(ev, inv, span_s=2 * MONTH_S)
+    assert rates == {"a": pytest.approx(3 / 2 / 2), "b": pytest.approx(0.5), "c": 0.0}
+
+
+def test_inventory_facts_per_tenant():
+    inv = _inventory()
+    assert tenant_storage_gb(inv) == {"a": 150.0, "b": 0.0, "c": 10.0}
+    assert tenant_environment(inv) == {"a": "prod-1", "b": "dev-1", "c": "dev-1"}
+    assert tenant_server_counts(inv) == {"a": 2, "b": 1, "c": 1}
