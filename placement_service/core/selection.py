@@ -163,9 +163,9 @@ class ClassSelector:
                 _check_frac(v, f"class {c.id!r}: {label}")
             if not (math.isfinite(c.cores) and c.cores >= 0.0):
                 raise PolicyError(f"class {c.id!r}: cores must be >= 0, got {c.cores}")
-        self._avg = np.array([c.avg_cpu for c in self.classes], dtype=np.float64)
-        self._peak = np.array([c.peak_cpu for c in self.classes], dtype=np.float64)
-        self._cur = np.array([c.current_cpu for c in self.classes], dtype=np.float64)
+        self._avg = np.clip(np.array([c.avg_cpu for c in self.classes], dtype=np.float64), 0.0, 1.0)
+        self._peak = np.clip(np.array([c.peak_cpu for c in self.classes], dtype=np.float64), 0.0, 1.0)
+        self._cur = np.clip(np.array([c.current_cpu for c in self.classes], dtype=np.float64), 0.0, 1.0)
         self._cores = np.array([c.cores for c in self.classes], dtype=np.float64)
         self._weight = {
             jt: np.array([self.config.weights[jt][c.pattern] for c in self.classes], dtype=np.float64)
@@ -249,8 +249,12 @@ class ClassSelector:
         return Selection(job_type, req, ())
 
 
+_FRAC_SLACK = 1e-6  # float32 class series can overshoot 1.0 by a rounding step
+
+
 def _check_frac(value: float, where: str) -> float:
+    """A CPU fraction in [0, 1]; values within ``_FRAC_SLACK`` outside are rounding and clipped."""
     v = float(value)
-    if not (0.0 <= v <= 1.0):
+    if not (-_FRAC_SLACK <= v <= 1.0 + _FRAC_SLACK):
         raise PolicyError(f"{where}: CPU fraction must be in [0, 1], got {value!r}")
-    return v
+    return min(1.0, max(0.0, v))

@@ -160,6 +160,8 @@ def test_update_current_changes_the_decision() -> None:
         sel.update_current({"zz": 0.1})
     with pytest.raises(PolicyError, match=r"\[0, 1\]"):
         sel.update_current({"x": 1.5})
+    sel.update_current({"x": 1.0000001})  # float32 rounding above 1.0 is clipped, not refused
+    assert sel.current()["x"] == 1.0
 
 
 def test_classes_without_inventory_rank_by_weighted_headroom_only() -> None:
