@@ -70,8 +70,13 @@ class ContainerView:
         return max(self.alloc_memory_mb or 0.0, self.memory_mb)
 
     def age_key(self) -> tuple[float, tuple[int, ...]]:
-        """Larger is younger: process start time first, container id as tie-break / fallback."""
-        return (self.start_time, container_order(self.container_id))
+        """Larger is younger: process start time first, container id as tie-break / fallback.
+
+        A container the NM lists with no local process yet is being launched: the youngest of all
+        (killing it loses no work); among several such, the container id decides.
+        """
+        start = self.start_time if self.processes else math.inf
+        return (start, container_order(self.container_id))
 
 
 @dataclass(frozen=True)
