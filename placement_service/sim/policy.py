@@ -49,7 +49,19 @@ def fit_classes(
         servers_per_tenant={t: int(servers[i]) for i, t in enumerate(dc.series.tenants)},
         cores_per_tenant={t: float(cores[i]) for i, t in enumerate(dc.series.tenants)},
     )
-    return model.class_table(), model
+    table = model.class_table()
+    # The core computes class series in float32, so a saturated class can come out at 1.0000001,
+    # which ClassSelector rejects: clip the tags to [0, 1] (reported to the lead, not fixed here).
+    classes = tuple(
+        replace(
+            c,
+            avg_cpu=min(1.0, max(0.0, c.avg_cpu)),
+            peak_cpu=min(1.0, max(0.0, c.peak_cpu)),
+            current_cpu=min(1.0, max(0.0, c.current_cpu)),
+        )
+        for c in table.classes
+    )
+    return replace(table, classes=classes), model
 
 
 class ClassRouter:
