@@ -316,7 +316,7 @@ def simulate_schedule(
         rv = np.flatnonzero(ready) + lo_v
         if rv.size and free.any():
             if system is YarnSystem.H:
-                assert router is not None
+                assert router is not None and select_rng is not None
                 jobs_ready = v_job[rv]
                 bounds = np.flatnonzero(np.diff(jobs_ready)) + 1
                 for grp in np.split(rv, bounds):
