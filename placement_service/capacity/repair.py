@@ -42,8 +42,13 @@ def round_and_repair(agg: Aggregate, y_frac: np.ndarray, settings: Settings) -> 
     free = agg.class_size - used
     frac = np.asarray(y_frac, dtype=float) - y
     # largest remainder: the fractional parts round up where they are largest (trimmed afterwards)
-    for p in np.argsort(-frac, kind="stable"):
-        if frac[p] < 0.5:
+    # (reservations with a datacenter affinity round every fraction up, first: their shares are tight)
+    has_aff = ~np.isnan(agg.dc_share[:, 0]) if agg.n_dc and agg.n_reservations else np.zeros(0, bool)
+    aff_pair = np.zeros(agg.n_pairs, dtype=bool)
+    res_pair = agg.pair_entity < agg.n_reservations
+    aff_pair[res_pair] = has_aff[agg.pair_entity[res_pair]]
+    for p in np.argsort(-(frac + aff_pair * (frac > 1e-6)), kind="stable"):
+        if frac[p] < 0.5 and not (aff_pair[p] and frac[p] > 1e-6):
             break
         c = agg.pair_class[p]
         if free[c] > 0 and not fixed[p]:
@@ -51,6 +56,9 @@ def round_and_repair(agg: Aggregate, y_frac: np.ndarray, settings: Settings) -> 
             free[c] -= 1
             frac[p] = 0.0
     by_entity = _pairs_by_entity(agg)
+    for r in range(agg.n_reservations):  # give back what rounding up made surplus before repairing
+        if not agg.fixed[r]:
+            _trim(agg, r, by_entity[r], y, free, settings)
     order = _entity_order(agg, y, free, by_entity)
     for e in order:
         if agg.fixed[e]:
@@ -120,10 +128,12 @@ def _repair_reservation(
         top = float(cap_f.max())
         deficit = C - (total - top)
         if deficit <= 1e-9:
-            return
+            break
         cand = free[cls] > 0
         if not cand.any():
-            return
+            if any(_free_up(agg, int(c), y, free) for c in np.unique(cls)):
+                continue
+            break
         gain = v - np.maximum(0.0, cap_f[msb] + v - top)
         leaving = prev - y[pairs]
         saving = np.where(
@@ -150,6 +160,54 @@ def _repair_reservation(
         cap_f[msb[i]] += k * v[i]
         cap_d[dc[i]] += k * v[i]
         total += k * v[i]
+    if has_aff:
+        _repair_affinity(agg, pairs, y, free, shares, theta, cap_f, cap_d, C)
+
+
+def _repair_affinity(
+    agg: Aggregate, pairs: np.ndarray, y: np.ndarray, free: np.ndarray, shares: np.ndarray, theta: float,
+    cap_f: np.ndarray, cap_d: np.ndarray, capacity: float,
+) -> None:  # fmt: skip
+    """Add servers to the datacenter furthest below (A - theta) * total (or outside the one above
+    (A + theta) * total), least buffer growth first, until every share is within its tolerance."""
+    v = agg.pair_value[pairs]
+    cls = agg.pair_class[pairs]
+    msb = agg.class_msb[cls]
+    dc = agg.class_dc[cls]
+    for _ in range(100_000):
+        total = float(cap_d.sum())
+        low = (shares - theta) * total - cap_d
+        high = cap_d - (shares + theta) * total
+        if low.max() <= 1e-9 and high.max() <= 1e-9:
+            return
+        if low.max() > 1e-9:
+            target = dc == int(np.argmax(low))
+        else:
+            target = dc != int(np.argmax(high))
+        cand = np.flatnonzero(target & (free[cls] > 0))
+        if len(cand) == 0 and any(_free_up(agg, int(c), y, free) for c in np.unique(cls[target])):
+            continue
+        if len(cand) == 0:  # nothing to add there: give back a server elsewhere if capacity allows
+            order = np.sort(cap_f)
+            top, second = float(order[-1]), float(order[-2]) if len(order) > 1 else 0.0
+            new_top = np.where(cap_f[msb] >= top, np.maximum(cap_f[msb] - v, second), top)
+            ok = ~target & (y[pairs] > agg.pair_prev[pairs]) & ((total - v) - new_top >= capacity - 1e-9)
+            drop = np.flatnonzero(ok)
+            if len(drop) == 0:
+                return
+            i = int(drop[int(np.argmax(top - new_top[drop]))])
+            y[pairs[i]] -= 1
+            free[cls[i]] += 1
+            cap_f[msb[i]] -= v[i]
+            cap_d[dc[i]] -= v[i]
+            continue
+        top = float(cap_f.max())
+        growth = np.maximum(0.0, cap_f[msb[cand]] + v[cand] - top)
+        i = int(cand[int(np.argmin(growth - 1e-6 * free[cls[cand]]))])
+        y[pairs[i]] += 1
+        free[cls[i]] -= 1
+        cap_f[msb[i]] += v[i]
+        cap_d[dc[i]] += v[i]
 
 
 def _trim(agg: Aggregate, r: int, pairs: np.ndarray, y: np.ndarray, free: np.ndarray, settings: Settings) -> None:
@@ -188,6 +246,25 @@ def _trim(agg: Aggregate, r: int, pairs: np.ndarray, y: np.ndarray, free: np.nda
         y[pairs[i]] -= 1
         free[cls[i]] += 1
         cap_f[msb[i]] -= v[i]
+
+
+def _free_up(agg: Aggregate, c: int, y: np.ndarray, free: np.ndarray) -> bool:
+    """Free one server of class ``c`` by moving a shared-buffer server of ``c`` to another class of the
+    same hardware type that has a free server (the buffer only needs a count per hardware type)."""
+    e = agg.n_reservations + int(agg.class_hw[c])
+    pairs = np.flatnonzero(agg.pair_entity == e)
+    here = pairs[agg.pair_class[pairs] == c]
+    if len(here) == 0 or y[here[0]] <= 0:
+        return False
+    others = pairs[(agg.pair_class[pairs] != c) & (free[agg.pair_class[pairs]] > 0)]
+    if len(others) == 0:
+        return False
+    q = int(others[int(np.argmax(free[agg.pair_class[others]]))])
+    y[here[0]] -= 1
+    free[c] += 1
+    y[q] += 1
+    free[agg.pair_class[q]] -= 1
+    return True
 
 
 def _repair_buffer(
