@@ -67,7 +67,9 @@ def register(subparsers: Any) -> None:
                    help="how VMs form tenants: one tenant per VM (default), by a stable hash, or by correlation")
     c.add_argument("--vms-per-tenant", type=int, default=4,
                    help="target VMs per tenant for --grouping hash/correlation (default 4)")
-    c.add_argument("--max-vms", type=int, default=None, help="use only the first N VMs (sorted by name)")
+    c.add_argument("--max-vms", type=int, default=None, help="use only the first N VMs")
+    c.add_argument("--min-days", type=int, default=7,
+                   help="PlanetLab: keep VMs present on at least this many of the 10 days (default 7)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--format", choices=("parquet", "csv"), default="parquet")
     c.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -152,6 +154,7 @@ def _convert(args: argparse.Namespace) -> int:
         grouping=args.grouping,
         vms_per_tenant=args.vms_per_tenant,
         max_vms=args.max_vms,
+        min_days=args.min_days,
         seed=args.seed,
     )
     paths = write_datacenter(dc, args.out, fmt=args.format)

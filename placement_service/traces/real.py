@@ -284,6 +284,8 @@ def real_datacenter(
         vm_samples = load_planetlab(path, min_days=min_days, max_vms=max_vms)
     else:
         raise ValueError(f"source must be 'azure' or 'planetlab', got {src!r}")
+    if len(vm_samples) == 0:
+        raise TraceError(path, f"no VM left to convert (PlanetLab keeps VMs present on >= {min_days} days)")
     vm_to_tenant = group_vms(vm_samples, grouping=grouping, vms_per_tenant=vms_per_tenant)
     tenant_names = sorted(set(vm_to_tenant.values()))
     t_index = {t: i for i, t in enumerate(tenant_names)}
