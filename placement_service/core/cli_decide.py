@@ -41,6 +41,19 @@ def register(subparsers: Any) -> None:
         '"edges": [{"src", "dst", "type"}]}',
     )
     src.add_argument("--tpcds", metavar="Q", help="use the bundled TPC-DS query Q (1..99) as the job")
+    sel.add_argument(
+        "--tpcds-bytes-scale",
+        type=float,
+        default=1.0,
+        help="with --tpcds: scale the plans' 30 TB byte estimates before deriving task counts "
+        "(e.g. 0.0333 for about 1 TB; default 1.0)",
+    )
+    sel.add_argument(
+        "--last-duration-s",
+        type=float,
+        default=None,
+        help="with --tpcds: the job's last duration in seconds (default: never ran = medium job)",
+    )
     sel.add_argument("--seed", type=int, default=0, help="seed of the random draw (default 0)")
     sel.add_argument(
         "--short-max-s",
@@ -120,7 +133,10 @@ def _select(args: argparse.Namespace) -> int:
     else:
         from placement_service.core.tpcds import tpcds_jobs
 
-        jobs = {j.name: j for j in tpcds_jobs()}
+        jobs = {
+            j.name: j
+            for j in tpcds_jobs(bytes_scale=args.tpcds_bytes_scale, last_duration_s=args.last_duration_s)
+        }
         name = f"tpcds-q{str(args.tpcds).removeprefix('q')}"
         if name not in jobs:
             raise PolicyError(f"--tpcds: no bundled query {args.tpcds!r} (use 1..99)")
@@ -168,7 +184,9 @@ def _place(args: argparse.Namespace) -> int:
     placer = cls(inventory, table.grid or {}, config=config, seed=args.seed)
     writers = np.random.default_rng([args.seed, 1])
 
-    placed = relaxed = failed = 0
+    placed = relaxed = failed = distinct_env = distinct_cells = 0
+    index = inventory.index()
+    grid = table.grid or {}
     first_failure = ""
     out_dir = args.out.parent if str(args.out.parent) else Path(".")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -188,6 +206,9 @@ def _place(args: argparse.Namespace) -> int:
                     placed += 1
                     relaxed += res.relaxed
                     line.update(replicas=list(res.targets), relaxed=res.relaxed)
+                    rows_cols = _diversity(res.targets, inventory, index, grid)
+                    distinct_env += rows_cols[0]
+                    distinct_cells += rows_cols[1]
                     if res.reason:
                         line["reason"] = res.reason
                 f.write(json.dumps(line) + "\n")
@@ -202,6 +223,8 @@ def _place(args: argparse.Namespace) -> int:
         "placed": placed,
         "relaxed": relaxed,
         "failed": failed,
+        "blocks_in_distinct_environments": distinct_env,
+        "blocks_in_distinct_rows_and_columns": distinct_cells,
         "servers_with_space_left": placer.usable_count(),
         "out": str(args.out),
     }
@@ -209,3 +232,18 @@ def _place(args: argparse.Namespace) -> int:
         summary["first_failure"] = first_failure
     print(json.dumps(summary))
     return 0
+
+
+def _diversity(
+    targets: tuple[str, ...], inventory: Any, index: dict[str, int], grid: Any
+) -> tuple[bool, bool]:
+    """(replicas in pairwise distinct environments, in distinct grid rows and columns per round of 3)."""
+    envs = {inventory.environment[index[s]] for s in targets}
+    cells = [grid.get(inventory.tenant[index[s]]) for s in targets]
+    ok_cells = all(c is not None for c in cells)
+    for start in range(0, len(cells), 3):
+        part = [c for c in cells[start : start + 3] if c is not None]
+        ok_cells = ok_cells and len({c.reimage_row for c in part}) == len(
+            {c.peak_column for c in part}
+        ) == len(part)
+    return len(envs) == len(targets), ok_cells

@@ -62,8 +62,15 @@ def plan_to_job(
     reducer_bytes: int = 256 * MB,
     max_reducers: int = 1009,
     last_duration_s: float | None = None,
+    bytes_scale: float = 1.0,
 ) -> Job:
-    """One query plan (``queries[n]`` of the bundled document) -> a :class:`Job` with task counts."""
+    """One query plan (``queries[n]`` of the bundled document) -> a :class:`Job` with task counts.
+
+    ``bytes_scale`` multiplies every byte estimate first (``1 / 30`` approximates a 1 TB warehouse
+    from the 30 TB plans; the plan shapes stay those Hive chose for 30 TB).
+    """
+    if not (bytes_scale > 0.0 and math.isfinite(bytes_scale)):
+        raise PolicyError(f"tpcds: bytes_scale must be a positive number, got {bytes_scale!r}")
     for label, setting in (
         ("map_bytes_per_task", map_bytes_per_task),
         ("reducer_bytes", reducer_bytes),
@@ -94,12 +101,12 @@ def plan_to_job(
             est_bytes[v] = from_parents
             continue
         if kind == "Map":
-            scan = _num(spec.get("first_stat_bytes"))
+            scan = _scaled(spec.get("first_stat_bytes"), bytes_scale)
             est_bytes[v] = scan
             tasks[v] = max(1, math.ceil((scan or 0.0) / map_bytes_per_task))
         elif kind == "Reducer":
-            own = _num(spec.get("max_stat_bytes"))
-            own = own if own is not None else _num(spec.get("first_stat_bytes"))
+            own = _scaled(spec.get("max_stat_bytes"), bytes_scale)
+            own = own if own is not None else _scaled(spec.get("first_stat_bytes"), bytes_scale)
             b = own if own is not None else from_parents
             est_bytes[v] = b
             tasks[v] = min(max_reducers, max(1, math.ceil((b or 0.0) / reducer_bytes)))
@@ -116,11 +123,13 @@ def tpcds_jobs(
     reducer_bytes: int = 256 * MB,
     max_reducers: int = 1009,
     last_duration_s: float | Mapping[str, float] | None = None,
+    bytes_scale: float = 1.0,
 ) -> list[Job]:
     """The 99 TPC-DS queries as jobs named ``tpcds-q<N>``, in query order.
 
     ``last_duration_s``: one duration for every job, or a mapping query number ("19") -> seconds
-    (queries missing from it never ran: ``None``), or ``None``.
+    (queries missing from it never ran: ``None``), or ``None``. ``bytes_scale``: see
+    :func:`plan_to_job`.
     """
     queries = load_tpcds_plans()["queries"]
     jobs = []
@@ -137,6 +146,7 @@ def tpcds_jobs(
                 reducer_bytes=reducer_bytes,
                 max_reducers=max_reducers,
                 last_duration_s=None if d is None else float(d),
+                bytes_scale=bytes_scale,
             )
         )
     return jobs
@@ -175,6 +185,11 @@ def _num(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return out if math.isfinite(out) and out >= 0.0 else None
+
+
+def _scaled(value: Any, scale: float) -> float | None:
+    v = _num(value)
+    return None if v is None else v * scale
 
 
 def _sum_known(values: Any) -> float | None:

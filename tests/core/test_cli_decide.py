@@ -122,8 +122,11 @@ def test_place_writes_one_line_per_block(
     assert summary["placed"] == len(ok) and summary["failed"] == 250 - len(ok)
     assert summary["relaxed"] == sum(x["relaxed"] for x in ok)
     assert summary["failed"] > 0  # 72 servers x 8 blocks cannot hold 750 replicas
+    distinct_env = sum(len({servers[s]["environment"] for s in x["replicas"]}) == 3 for x in ok)
+    assert summary["blocks_in_distinct_environments"] == distinct_env
     if "--strict" in extra:
         assert summary["relaxed"] == 0
+        assert distinct_env == summary["blocks_in_distinct_rows_and_columns"] == summary["placed"]
 
 
 def test_place_needs_a_grid_and_leaves_no_partial_file(

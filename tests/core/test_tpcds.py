@@ -97,6 +97,15 @@ def test_reducer_without_statistics_uses_its_parents_bytes() -> None:
     assert max_concurrency(job) == 6
 
 
+def test_bytes_scale_shrinks_the_warehouse(jobs: list[Job]) -> None:
+    small = tpcds_jobs(bytes_scale=1 / 30)
+    scan = load_tpcds_plans()["queries"]["19"]["tez_stages"][0]["vertices"]["Map 4"]["first_stat_bytes"]
+    assert small[18].vertices["Map 4"] == math.ceil(scan / 30 / (256 * MB))
+    assert all(max_concurrency(s) <= max_concurrency(b) for s, b in zip(small, jobs, strict=True))
+    with pytest.raises(PolicyError, match="bytes_scale"):
+        tpcds_jobs(bytes_scale=0.0)
+
+
 def test_durations_per_query_and_bad_settings() -> None:
     jobs = tpcds_jobs(last_duration_s={"19": 30.0})
     assert jobs[18].last_duration_s == 30.0 and jobs[0].last_duration_s is None
