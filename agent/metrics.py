@@ -26,6 +26,7 @@ HELP: dict[str, tuple[str, str]] = {
     "reports_total": ("counter", "Reports created"),
     "reports_acked_total": ("counter", "Reports acknowledged by the placement service"),
     "report_buffer_dropped_total": ("counter", "Buffered reports dropped (buffer full, oldest first)"),
+    "reports_rejected_total": ("counter", "Reports the service refused as malformed (dropped)"),
     "report_buffer_depth": ("gauge", "Reports waiting on disk for the placement service"),
     "yarn_writes_total": ("counter", "Node-resource writes sent to YARN, by path (rest, cli)"),
     "yarn_writes_skipped_total": ("counter", "Node-resource writes skipped because nothing changed"),

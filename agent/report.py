@@ -163,7 +163,8 @@ class GrpcSender:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        self._thread.join(timeout=self.timeout_s + 2)
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.timeout_s + 2)
         self._close()
 
     def _close(self) -> None:
@@ -222,17 +223,37 @@ class GrpcSender:
                 while self.flush_once() and not self._stop.is_set():
                     pass
                 self.connected, self.last_error, delay = True, None, self.retry_s
-            except (grpc.RpcError, OSError) as exc:
-                self.connected = False
-                if isinstance(exc, grpc.RpcError):
-                    self.last_error = f"{exc.code().name}: {exc.details()}"
-                else:
-                    self.last_error = f"OSError: {exc}"
-                self.metrics.inc("errors_total", kind="report")
-                self._close()  # a fresh channel reconnects at once when the service is back
-                log_now, suppressed = self.throttle.should_log("report")
-                if log_now:
-                    logger.warning("placement service %s unreachable (%s); %d report(s) buffered%s",
-                                   self.address, self.last_error, self.buffer.depth(),
-                                   f", {suppressed} more failures" if suppressed else "")
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    self._reject_oldest(exc.details())
+                    continue
+                self._failed(exc)
                 delay = min(delay * 2, 30.0)
+            except OSError as exc:
+                self._failed(exc)
+                delay = min(delay * 2, 30.0)
+
+    def _reject_oldest(self, details: str) -> None:
+        """The service refused a report as malformed: drop it (the oldest unacked), or it blocks the rest."""
+        pending = self.buffer.pending(limit=1)
+        if pending:
+            self.buffer.ack_one(pending[0].seq)
+            self.metrics.inc("reports_rejected_total")
+            logger.error("placement service rejected report seq %d: %s (dropped)", pending[0].seq, details)
+        self._wake.set()
+
+    def _failed(self, exc: Exception) -> None:
+        import grpc
+
+        self.connected = False
+        if isinstance(exc, grpc.RpcError):
+            self.last_error = f"{exc.code().name}: {exc.details()}"
+        else:
+            self.last_error = f"OSError: {exc}"
+        self.metrics.inc("errors_total", kind="report")
+        self._close()  # a fresh channel reconnects at once when the service is back
+        log_now, suppressed = self.throttle.should_log("report")
+        if log_now:
+            logger.warning("placement service %s unreachable (%s); %d report(s) buffered%s",
+                           self.address, self.last_error, self.buffer.depth(),
+                           f", {suppressed} more failures" if suppressed else "")
