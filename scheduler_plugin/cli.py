@@ -168,14 +168,16 @@ def _cmd_topology(args: argparse.Namespace) -> int:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    import shutil
+    from scheduler_plugin.hosts_file import write_atomic
 
     src = Path(__file__).parent / "scripts"
     dest = Path(args.dest)
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("node_label.py", "topology.py"):
         target = dest / name
-        shutil.copyfile(src / name, target)
+        lines = (src / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        lines[0] = f"#!{args.python} -IS\n"  # -I -S: isolated interpreter, no site import (fast start)
+        write_atomic(target, "".join(lines))
         target.chmod(0o755)
         print(target)
     return 0
@@ -233,6 +235,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
     p.set_defaults(func=_cmd_topology)
 
-    p = subparsers.add_parser("install-scripts", help="copy the NM label and topology scripts to a directory")
+    p = subparsers.add_parser("install-scripts", help="copy the NM label and topology scripts to a directory",
+                              description="Copy node_label.py and topology.py (standard library only) with "
+                              "their #! line set to --python.")
     p.add_argument("dest", type=Path)
+    p.add_argument("--python", default="/usr/bin/python3", help="interpreter path on the nodes (default /usr/bin/python3)")
     p.set_defaults(func=_cmd_install)

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3 -IS
 """Hadoop rack-awareness script (``net.topology.script.file.name``).
 
 Contract: Hadoop runs the script with up to ``net.topology.script.number.args`` (default 100) host

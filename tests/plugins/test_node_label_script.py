@@ -73,3 +73,19 @@ def test_missing_file_and_state_dir_from_environment(tmp_path: Path) -> None:
 def test_bad_arguments_exit_non_zero(tmp_path: Path) -> None:
     assert run("--max-age-s", "soon", "--state-dir", str(tmp_path)).returncode == 2
     assert run("--bogus").returncode == 2
+
+
+def test_installed_copy_runs_by_its_own_shebang(tmp_path: Path) -> None:
+    from placement_service.cli import main
+
+    dest = tmp_path / "opt"
+    assert main(["install-scripts", str(dest), "--python", sys.executable]) == 0
+    installed = dest / "node_label.py"
+    assert installed.read_text().splitlines()[0] == f"#!{sys.executable} -IS"
+    assert os.access(installed, os.X_OK)
+    state = tmp_path / "state"
+    state.mkdir()
+    write_label(state, "constant-7\n")
+    proc = subprocess.run([str(installed), "--state-dir", str(state)], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert (proc.returncode, proc.stdout) == (0, "NODE_PARTITION:constant-7\n")
