@@ -227,17 +227,21 @@ class _ScanResult:
 
 
 def _filled_chunks(
-    cpu: np.ndarray, chunk_rows: int
+    cpu: np.ndarray, chunk_rows: int, n_missing_known: np.ndarray | None = None
 ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(lo, hi, filled, mean, n_missing)`` per block of rows, as float32 with NaN -> row mean.
 
     ``mean`` is over the observed samples. A block without NaN is not copied when ``cpu`` is float32
-    already (callers only read it).
+    already (callers only read it). ``n_missing_known`` (NaN count per row, from an earlier pass)
+    lets a block without NaN skip the NaN scan; its ``mean`` is then not computed (zeros).
     """
     n, n_slots = cpu.shape
     for lo in range(0, n, chunk_rows):
         hi = min(n, lo + chunk_rows)
         block = np.asarray(cpu[lo:hi], dtype=np.float32)
+        if n_missing_known is not None and not n_missing_known[lo:hi].any():
+            yield lo, hi, block, np.zeros(hi - lo), np.zeros(hi - lo, dtype=np.int64)
+            continue
         nan = np.isnan(block)
         n_missing = nan.sum(axis=1)
         if n_missing.any():
@@ -515,7 +519,8 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
             w = servers[members] if servers[members].sum() > 0 else np.ones(members.size)
             weights[g, members] = w / w.sum()
         class_cpu = np.zeros((len(group_pattern), series.n_slots), dtype=np.float32)
-        for lo, hi, block, _mean, _missing in _filled_chunks(series.cpu, self.chunk_rows):
+        n_missing = np.rint(scan.profile.missing_frac * series.n_slots)
+        for lo, hi, block, _mean, _missing in _filled_chunks(series.cpu, self.chunk_rows, n_missing):
             class_cpu += weights[:, lo:hi] @ block
         # 4. Tag each class (avg, peak = max(percentile, avg), current = last slot), order, name.
         class_avg = class_cpu.mean(axis=1, dtype=np.float64)
