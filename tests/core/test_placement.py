@@ -293,3 +293,11 @@ def test_bad_inputs() -> None:
     dup = make_inventory([("s", "t", "e", "r", 1.0), ("s", "t", "e", "r", 1.0)])
     with pytest.raises(PolicyError, match="unique"):
         ReplicaPlacer(dup, {})
+
+
+def test_without_a_grid_strict_refuses_and_relaxed_uses_any_server() -> None:
+    c = _tiny({"a": None, "b": None, "c": None})
+    with pytest.raises(PlacementError, match="grid"):
+        ReplicaPlacer(c.inventory, {}, config=PlacementConfig(strict=True)).place(None, 2)
+    res = ReplicaPlacer(c.inventory, {}).place("a-s0", 3)
+    assert res.targets[0] == "a-s0" and len(set(res.targets)) == 3 and res.relaxed

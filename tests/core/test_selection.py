@@ -202,3 +202,8 @@ def test_bad_demand_and_duplicate_ids() -> None:
         ClassSelector([_cls("a"), _cls("a")])
     with pytest.raises(PolicyError, match="max_concurrency"):
         ClassSelector([_cls("a")]).select_typed(JobType.SHORT, 0, np.random.default_rng(0))
+
+
+def test_no_classes_means_wait() -> None:
+    out = ClassSelector([]).select_typed(JobType.LONG, 1, np.random.default_rng(0))
+    assert out.classes == ()

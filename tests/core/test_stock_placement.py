@@ -87,3 +87,13 @@ def test_distinct_servers_and_never_over_storage(
     used = sum(storage_gb * 1024 - placer.free_mb(s) for s in inv.server)
     assert used == pytest.approx(placed * replicas * BLOCK_MB)
     assert all(placer.free_mb(s) >= 0.0 for s in inv.server)
+
+
+def test_existing_replicas_count_as_chosen() -> None:
+    inv = _inventory(racks=3, per_rack=4)
+    placer = StockPlacer(inv, {}, seed=0)
+    for _ in range(50):
+        # Two replicas on different racks exist: the third goes to the second one's rack.
+        (new,) = placer.place(None, 1, existing=("r0-s0", "r1-s0")).targets
+        assert _rack(new) == "r1" and new != "r1-s0"
+        placer.release(new, BLOCK_MB)
