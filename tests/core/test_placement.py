@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from placement_service.core.placement import PlacementConfig, ReplicaPlacer
@@ -98,6 +98,7 @@ def test_placement_invariants(c: Cluster, replicas: int, strict: bool, seed: int
         try:
             res = placer.place(writer, replicas, excluded=c.excluded, rng=rng)
         except PlacementError as exc:
+            event("refused")
             # Refused only when too few servers have space, or by a strict constraint it names.
             if len(usable) < replicas:
                 assert f"found {len(usable)}" in str(exc)
@@ -153,7 +154,9 @@ def test_distinct_rows_and_columns_whenever_the_cells_with_space_allow(
     if fixed_rc is not None:
         spaced.discard(fixed_rc)  # the writer's cell already holds the first replica
     if not _transversal_exists(spaced, fixed_rc, need):
+        event("no transversal through the writer's cell: nothing to check")
         return
+    event("transversal exists")
     res = placer.place(writer, replicas, excluded=c.excluded, rng=np.random.default_rng(seed))
     assert not res.relaxed, res.reason
     _check_round_diversity(c, res.targets)
