@@ -23,8 +23,9 @@ def _add_routing_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--classes", type=Path, help="classes.json for local class selection when the service is down")
     g.add_argument("--engine", choices=["tez", "mapreduce"], default="tez",
                    help="settings to hand back: tez.queue.name, or MapReduce queue + node-label expression")
-    g.add_argument("--multi-class", choices=["largest-headroom", "default-partition"], default="largest-headroom",
-                   help="how a selection of several classes maps onto YARN (see docs/hadoop.md)")
+    g.add_argument("--multi-class", choices=["default-partition", "largest-headroom"], default="default-partition",
+                   help="how a selection of several classes maps onto YARN when the service did not map it "
+                   "(see docs/hadoop.md)")
     g.add_argument("--seed", type=int, default=None, help="seed of local class selection (default: random)")
     g.add_argument("--history", type=Path, default=None,
                    help="history store of last runs (default ~/.local/state/harvest/hive-history.json)")

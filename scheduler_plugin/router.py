@@ -4,7 +4,8 @@ Steps for one job:
 
 1. Ask the placement service: ``POST <service>/v1/jobs/select`` with the job JSON as the body and
    ``Authorization: Bearer <token>``; the answer carries ``classes`` (ids), ``job_type`` and
-   ``max_concurrency`` (and optionally ``queue`` / ``label``).
+   ``max_concurrency``, and ``queue`` / ``node_label`` when the service maps the selection onto
+   YARN itself (then they are used as given).
 2. Service unreachable or wrong answer: with a class table (``classes.json``) run class selection
    locally (``placement_service.core.selection``), the same code the service runs.
 3. No class table either, or nothing fits now (empty selection): the default queue, no label.
@@ -50,11 +51,12 @@ class Engine(StrEnum):
 class MultiClassPolicy(StrEnum):
     """How a selection of several classes maps onto YARN (a request names at most one label).
 
-    ``largest-headroom`` (default): run the job in the one selected class with the most free cores
+    ``largest-headroom``: run the job in the one selected class with the most free cores
     for its job type (known from the class table; without one, the first class the service
     listed, which is its most preferred). The job keeps the class's isolation but may wait for
     containers when that class alone cannot hold its peak concurrency.
-    ``default-partition``: run it in the default queue without a label. With the class labels
+    ``default-partition`` (default, as the placement service does): run it in the default queue
+    without a label. With the class labels
     created ``exclusive=false`` (what ``harvest capacity-scheduler`` prints) and the default queue
     given a share of every label, its containers use idle capacity of any non-exclusive partition
     plus the unlabelled nodes: more room, but no control over which classes.
@@ -173,7 +175,7 @@ class Router:
 
     endpoint: ServiceEndpoint | None = None
     table: ClassTable | None = None
-    policy: MultiClassPolicy = MultiClassPolicy.LARGEST_HEADROOM
+    policy: MultiClassPolicy = MultiClassPolicy.DEFAULT_PARTITION
     engine: Engine = Engine.TEZ
     seed: int | None = None
 
@@ -195,9 +197,10 @@ class Router:
                 mc = answer.get("max_concurrency")
                 mc_int = int(mc) if isinstance(mc, int | float) and not isinstance(mc, bool) else None
                 queue, label = pick_class(classes, self.policy, self.table, jt)
-                if isinstance(answer.get("queue"), str) and answer["queue"] and len(classes) <= 1:
-                    queue = answer["queue"]
-                    label = str(answer.get("label") or "")
+                svc_queue = answer.get("queue")
+                if isinstance(svc_queue, str) and svc_queue:  # the service mapped it itself
+                    queue = svc_queue
+                    label = str(answer.get("node_label") or answer.get("label") or "")
                 reason = "selected by the placement service" if classes else "service: nothing fits now"
                 return self._decision(name, "service", jt, mc_int, classes, queue, label, reason)
         if self.table is not None:

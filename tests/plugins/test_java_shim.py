@@ -35,6 +35,8 @@ def responder(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
         return 200, {"targets": ["nope.example.com", "dn2.example.com", "dn3.example.com"]}, 0.0
     if mode == "garbage":
         return 200, "<html>busy</html>", 0.0
+    if mode == "reject":
+        return 404, {"error": "writer: unknown node 'dn9'", "field": "writer"}, 0.0
     if mode == "full":
         return 200, {"targets": ["dn4.example.com", "dn5.example.com", "dn6.example.com"]}, 0.0
     return 500, {"error": "boom"}, 0.0
@@ -53,7 +55,7 @@ def test_shim_java_unit_tests(tmp_path: Path) -> None:
     failures = [ln for ln in lines if ln.startswith("FAIL")]
     assert proc.returncode == 0 and not failures, proc.stdout + proc.stderr
     assert "ALL PASSED" in lines
-    assert sum(ln.startswith("PASS") for ln in lines) >= 18
+    assert sum(ln.startswith("PASS") for ln in lines) >= 22
     # What the shim sent: the contract {"writer", "replicas", "excluded", "block_size"} with the token.
     shim_requests = [(p, b, h) for p, b, h in svc.requests if p.startswith("/good-excluding/")]
     assert shim_requests, svc.requests

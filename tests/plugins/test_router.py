@@ -78,9 +78,20 @@ def test_multi_class_selection_maps_to_one_queue(fixtures: Path) -> None:
     assert pick_class(["periodic-0", "constant-0"], MultiClassPolicy.DEFAULT_PARTITION, t, JobType.LONG) == (
         "default", "")
     with fake_service(answer(["periodic-0", "constant-0"], "long")) as svc:
-        d = Router(ServiceEndpoint(svc.url), t, engine=Engine.MAPREDUCE).route(small_job(fixtures, 7200.0))
+        d = Router(ServiceEndpoint(svc.url), t, MultiClassPolicy.LARGEST_HEADROOM, Engine.MAPREDUCE).route(
+            small_job(fixtures, 7200.0))
     assert d.settings == {"mapreduce.job.queuename": "constant-0",
                           "mapreduce.job.node-label-expression": "constant-0"}
+    # The service's own mapping (its real answer shape) wins when it names a queue.
+    shaped = {"job": "join", "job_type": "long", "max_concurrency": 3, "classes": ["periodic-0", "constant-0"],
+              "queue": "default", "node_label": "", "wait": False, "class_table_version": 4}
+    with fake_service(lambda p, b: (200, shaped, 0.0)) as svc:
+        d = Router(ServiceEndpoint(svc.url), t, MultiClassPolicy.LARGEST_HEADROOM).route(small_job(fixtures))
+    assert (d.queue, d.label, d.settings) == ("default", "", {"tez.queue.name": "default"})
+    with fake_service(lambda p, b: (200, {**shaped, "classes": ["periodic-0"], "queue": "periodic-0",
+                                          "node_label": "periodic-0"}, 0.0)) as svc:
+        d = Router(ServiceEndpoint(svc.url), engine=Engine.MAPREDUCE).route(small_job(fixtures))
+    assert d.settings["mapreduce.job.node-label-expression"] == "periodic-0"
 
 
 def test_empty_selection_waits_in_default_queue(fixtures: Path) -> None:

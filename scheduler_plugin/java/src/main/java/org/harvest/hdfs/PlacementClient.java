@@ -54,8 +54,12 @@ public final class PlacementClient implements PlacementDecider.Service {
       }
       int status = conn.getResponseCode();
       if (status != 200) {
-        drain(conn.getErrorStream());
-        throw new IOException("HTTP " + status + " from " + url);
+        String detail = drain(conn.getErrorStream());
+        String message = "HTTP " + status + " from " + url + ": " + detail;
+        if (status >= 400 && status < 500) {
+          throw new PlacementDecider.RejectedException(message);
+        }
+        throw new IOException(message);
       }
       // Reading the whole body returns the connection to the JDK's keep-alive pool.
       return parseAnswer(read(conn.getInputStream()));
@@ -114,11 +118,12 @@ public final class PlacementClient implements PlacementDecider.Service {
     }
   }
 
-  private static void drain(InputStream in) {
+  private static String drain(InputStream in) {
     try {
-      read(in);
+      String body = read(in);
+      return body.length() > 200 ? body.substring(0, 200) : body;
     } catch (IOException ignored) {
-      // the status code is the error we report
+      return ""; // the status code is the error we report
     }
   }
 }

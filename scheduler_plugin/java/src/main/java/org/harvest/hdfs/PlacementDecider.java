@@ -17,8 +17,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * <ol>
  *   <li>While the service is suspended (it failed less than {@code cooldownMs} ago), use the stock
  *       choice without asking: a dead service costs one timeout per cooldown, not one per block.</li>
- *   <li>Ask the service. An exception (refused, timeout, HTTP error, unparsable answer) suspends
- *       it for {@code cooldownMs} and falls back to the stock choice.</li>
+ *   <li>Ask the service. A failure (connection refused, timeout, HTTP 5xx, unparsable answer)
+ *       suspends it for {@code cooldownMs} and falls back to the stock choice; a refusal of this
+ *       request (HTTP 4xx) falls back for this block only.</li>
  *   <li>Validate the answer against the live DataNodes: at least {@code replicas} targets, all
  *       distinct, all live, none excluded. An invalid answer falls back to the stock choice for
  *       this block only (the service may briefly see another set of nodes than the NameNode).</li>
@@ -59,6 +60,18 @@ public final class PlacementDecider {
       this.targets = targets;
       this.relaxed = relaxed;
       this.reason = reason == null ? "" : reason;
+    }
+  }
+
+  /**
+   * The service understood the request and refused it (HTTP 4xx, e.g. a writer it does not know):
+   * this block goes the stock way, but the service is not suspended.
+   */
+  public static final class RejectedException extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    public RejectedException(String message) {
+      super(message);
     }
   }
 
@@ -121,6 +134,8 @@ public final class PlacementDecider {
     Answer answer;
     try {
       answer = service.choose(request);
+    } catch (RejectedException ex) {
+      return Decision.stock("service refused: " + ex.getMessage());
     } catch (IOException | RuntimeException ex) {
       suspendedUntilMs.set(clock.nowMs() + cooldownMs);
       return Decision.stock("service failed: " + ex);

@@ -116,6 +116,16 @@ public final class ShimTests {
       check(dec.decide(req(2), LIVE).useService, "asks again after the cooldown");
       eq(2, s.calls.get());
     });
+    test("decider does not suspend the service when it refuses one request (HTTP 4xx)", () -> {
+      FakeService s = new FakeService();
+      PlacementDecider dec = new PlacementDecider(s, 1000, new FakeClock());
+      s.failure = new PlacementDecider.RejectedException("HTTP 404: unknown writer");
+      PlacementDecider.Decision d = dec.decide(req(2), LIVE);
+      check(!d.useService && d.reason.contains("refused"), d.toString());
+      check(!dec.suspended(), "a refusal must not suspend the service");
+      dec.decide(req(2), LIVE);
+      eq(2, s.calls.get());
+    });
     test("decider rejects too few, duplicate, dead, excluded and missing targets without suspending", () -> {
       List<List<String>> bad = new ArrayList<List<String>>();
       bad.add(Arrays.asList("b"));
@@ -180,6 +190,23 @@ public final class ShimTests {
         }
       });
     }
+    test("client reports HTTP 4xx as a refusal and 5xx as a failure", () -> {
+      try {
+        client("reject").choose(req(3));
+        throw new AssertionError("no exception");
+      } catch (PlacementDecider.RejectedException expected) {
+        check(expected.getMessage().contains("404") && expected.getMessage().contains("unknown"),
+            expected.getMessage());
+      }
+      try {
+        client("error").choose(req(3));
+        throw new AssertionError("no exception");
+      } catch (PlacementDecider.RejectedException wrong) {
+        throw new AssertionError("5xx must not be a refusal");
+      } catch (IOException expected) {
+        check(expected.getMessage().contains("500"), expected.getMessage());
+      }
+    });
     test("client turns a down service into an IOException quickly", () -> {
       long t0 = System.nanoTime();
       try {
