@@ -374,8 +374,8 @@ class ReplicaPlacer(PlacerBase):
             if self._usable[i] and self._server_cell[i] >= 0:
                 cell_free[self._server_cell[i]] -= 1
         st = _Block(cell_free, taken)
-        for h in holders:
-            self._record(st, h)
+        for h in holders:  # already subtracted from cell_free above when usable
+            self._record(st, h, counted=True)
         targets: list[int] = []
         notes: list[str] = []
         relaxed = False
@@ -427,14 +427,16 @@ class ReplicaPlacer(PlacerBase):
             targets.append(s)
         return PlacementResult(self._commit(targets), relaxed, "; ".join(notes))
 
-    def _record(self, st: _Block, s: int) -> None:
+    def _record(self, st: _Block, s: int, counted: bool = False) -> None:
+        """Note a replica on server ``s``: its environment, row and column are used from now on."""
         st.taken.add(s)
         st.envs.add(self._tenant_env[self._server_tenant[s]])
         c = self._server_cell[s]
         if c >= 0:
             st.rows |= _ROW_BIT[c]
             st.cols |= _COL_BIT[c]
-            st.cell_free[c] -= 1
+            if not counted:
+                st.cell_free[c] -= 1
         st.count += 1
         if st.count % self.config.forget_every == 0:
             st.rows = 0

@@ -304,3 +304,16 @@ def test_without_a_grid_strict_refuses_and_relaxed_uses_any_server() -> None:
         ReplicaPlacer(c.inventory, {}, config=PlacementConfig(strict=True)).place(None, 2)
     res = ReplicaPlacer(c.inventory, {}).place("a-s0", 3)
     assert res.targets[0] == "a-s0" and len(set(res.targets)) == 3 and res.relaxed
+
+
+def test_re_replication_counts_a_usable_holder_once() -> None:
+    # One grid tenant with two servers; the block survives on a0. Its re-replication can only stay
+    # in the grid by dropping row, column and environment (a1 shares all three with a0): it must
+    # not fall through to the tenant outside the grid.
+    inv = make_inventory(
+        [("a0", "A", "eA", "r0", 5.0), ("a1", "A", "eA", "r1", 5.0), ("z0", "Z", "eZ", "r2", 5.0)]
+    )
+    for seed in range(20):
+        placer = ReplicaPlacer(inv, {"A": GridCell(0, 0)}, seed=seed)
+        res = placer.place(None, 1, existing=("a0",))
+        assert res.targets == ("a1",) and "environment" in res.reason
