@@ -112,32 +112,37 @@ class PsutilSampler:
         t = proc.cpu_times()
         return float(t.user + t.system)
 
-    def _classify(self, pid: int) -> _Entry | None:
-        """First sight of a pid: read start time, parent, environment, command line (once)."""
+    def _first_sight(self, pid: int) -> _Entry | None:
+        """A new pid: start time and parent only (one read of /proc/<pid>/stat)."""
         try:
             proc = psutil.Process(pid)
             with proc.oneshot():
-                create_time = proc.create_time()
-                ppid = proc.ppid()
-            container_id: str | None = None
-            try:
-                self.environ_reads += 1
-                container_id = proc.environ().get("CONTAINER_ID") or None
-            except (psutil.AccessDenied, psutil.ZombieProcess):
-                container_id = None
-            if container_id is None and self.secondary_cgroups:
-                container_id = _container_from_cgroups(pid, self.secondary_cgroups)
-            datanode = False
-            if self.datanode_pattern and container_id is None:
-                try:
-                    datanode = self.datanode_pattern in " ".join(proc.cmdline())
-                except (psutil.AccessDenied, psutil.ZombieProcess):
-                    datanode = False
+                return _Entry(proc, proc.create_time(), proc.ppid(), None, False)
         except psutil.NoSuchProcess:
             return None
         except psutil.AccessDenied:
             return _Entry(None, 0.0, 0, None, False)
-        return _Entry(proc, create_time, ppid, container_id, datanode)
+
+    def _classify(self, pid: int, entry: _Entry) -> None:
+        """Is the new process secondary (environment / cgroup) or the DataNode (command line)? Once."""
+        proc = entry.proc
+        if proc is None:
+            return
+        try:
+            try:
+                self.environ_reads += 1
+                entry.container_id = proc.environ().get("CONTAINER_ID") or None
+            except (psutil.AccessDenied, psutil.ZombieProcess):
+                entry.container_id = None
+            if entry.container_id is None and self.secondary_cgroups:
+                entry.container_id = _container_from_cgroups(pid, self.secondary_cgroups)
+            if self.datanode_pattern and entry.container_id is None:
+                try:
+                    entry.datanode = self.datanode_pattern in " ".join(proc.cmdline())
+                except (psutil.AccessDenied, psutil.ZombieProcess):
+                    entry.datanode = False
+        except psutil.NoSuchProcess:
+            entry.proc = None
 
     def _in_scope(self, pids: set[int]) -> set[int]:
         """Pids whose parent chain (as first seen) reaches the scope root."""
@@ -172,15 +177,20 @@ class PsutilSampler:
         pids = set(psutil.pids())
         for gone in set(self._cache) - pids:
             del self._cache[gone]
+        new: list[int] = []
         for pid in pids - set(self._cache):
             if pid == self._self_pid:
                 continue
-            entry = self._classify(pid)
+            entry = self._first_sight(pid)
             if entry is not None:
                 self._cache[pid] = entry
+                new.append(pid)
         scope = self._in_scope(set(self._cache)) if self.scope_root_pid is not None else None
         if scope is not None and self.scope_root_pid is not None:
             scope.add(self.scope_root_pid)
+        for pid in new:  # the environment only of new processes that belong to the node
+            if scope is None or pid in scope:
+                self._classify(pid, self._cache[pid])
 
         processes: list[ProcessUsage] = []
         scope_cpu = scope_mem = 0.0

@@ -1,0 +1,134 @@
+"""The executor with real processes: group kills, SIGKILL escalation, exits mid-decision, pid safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from agent.attribute import attribute
+from agent.decide import DecideState, Decision, Kill, Policy, decide
+from agent.executor import Executor
+from agent.metrics import Metrics
+from agent.sampler import PsutilSampler
+from tests.agent.procs import Node, wait_until
+
+IGNORE_TERM = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n" \
+              "time.sleep(3600)\n"
+
+
+@pytest.fixture
+def node():
+    n = Node()
+    try:
+        yield n
+    finally:
+        n.cleanup()
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def decision_with(kills: tuple[Kill, ...], busy: bool = False) -> Decision:
+    return Decision(time.time(), False, kills, 1, 100, 1, 100, busy, 1.0, 0.0, 0.0, 0.0, ())
+
+
+def kill_for(pid: int, cid: str = "container_1_0001_01_000001") -> Kill:
+    proc = psutil.Process(pid)
+    return Kill(cid, ((pid, proc.create_time()),), (os.getpgid(pid),), 1.0, 0.0, "test")
+
+
+def test_container_that_exits_by_itself_mid_decision_is_no_crash(node, tmp_path):
+    containers = [node.container(f"container_1_0001_01_00000{i}", memory_mb=20) for i in (1, 2)]
+    sampler = PsutilSampler(scope_root_pid=node.pid)
+    view = attribute(sampler.sample())
+    policy = Policy(capacity_cores=64, capacity_memory_mb=1, reserve_cores=1, reserve_memory_mb=0,
+                    stale_after_s=60)
+    decision = decide(view, time.time(), policy, DecideState())
+    assert {k.container_id for k in decision.kills} == {"container_1_0001_01_000002",
+                                                        "container_1_0001_01_000001"}
+    os.killpg(containers[1].pid, signal.SIGKILL)  # the youngest exits between decide and act
+    assert wait_until(lambda: not alive(containers[1].pid), 10)
+    executor = Executor(str(tmp_path), Metrics(), kill_grace_s=5)
+    result = executor.apply(decision)
+    assert result.already_gone == ("container_1_0001_01_000002",)
+    assert result.signalled == ("container_1_0001_01_000001",)
+    assert wait_until(lambda: not alive(containers[0].pid), 10)
+    assert executor.metrics.get("kills_total") == 1
+
+
+def test_sigkill_after_grace_when_sigterm_is_ignored(node, tmp_path):
+    env = dict(os.environ, CONTAINER_ID="container_1_0001_01_000009")
+    child = node._spawn(IGNORE_TERM, [], env)
+    executor = Executor(str(tmp_path), Metrics(), kill_grace_s=0.3)
+    result = executor.apply(decision_with((kill_for(child.pid, "container_1_0001_01_000009"),)))
+    assert result.signalled == ("container_1_0001_01_000009",)
+    time.sleep(0.2)
+    assert alive(child.pid) and executor.dying() == {"container_1_0001_01_000009"}
+    time.sleep(0.3)
+    assert executor.apply(decision_with(())).escalated == ("container_1_0001_01_000009",)
+    assert wait_until(lambda: not alive(child.pid), 10)
+    executor.apply(decision_with(()))
+    assert executor.dying() == frozenset()
+    assert executor.metrics.get("kill_signals_total", signal="SIGKILL") == 1
+
+
+def test_shared_process_group_is_not_killed_as_a_group(tmp_path):
+    """A container process that shares its group with a non-container process: only it is signalled."""
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], process_group=0)
+    try:
+        container = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                     process_group=bystander.pid,
+                                     env=dict(os.environ, CONTAINER_ID="container_1_0001_01_000007"))
+        assert os.getpgid(container.pid) == bystander.pid
+        executor = Executor(str(tmp_path), Metrics(), kill_grace_s=5)
+        executor.apply(decision_with((kill_for(container.pid, "container_1_0001_01_000007"),)))
+        assert container.wait(timeout=10) == -signal.SIGTERM
+        time.sleep(0.2)
+        assert bystander.poll() is None, "the bystander in the same group must live"
+    finally:
+        os.killpg(bystander.pid, signal.SIGKILL)
+        bystander.wait(timeout=10)
+
+
+def test_reused_pid_is_never_signalled(tmp_path):
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        stale = Kill("container_1_0001_01_000008", ((victim.pid, psutil.Process(victim.pid).create_time() - 100),),
+                     (victim.pid,), 1.0, 0.0, "test")  # same pid, different start time: another process
+        result = Executor(str(tmp_path), Metrics()).apply(decision_with((stale,)))
+        assert result.already_gone == ("container_1_0001_01_000008",)
+        time.sleep(0.2)
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait(timeout=10)
+
+
+def test_state_files_written_atomically_only_on_change_with_heartbeat(tmp_path):
+    executor = Executor(str(tmp_path), Metrics(), heartbeat_s=0.2)
+    executor.apply(decision_with((), busy=True))
+    assert (tmp_path / "datanode-busy").read_text() == "busy\n"
+    assert not (tmp_path / "node-label").exists()  # no label learnt yet: nothing to say
+    executor.set_label("constant-2")
+    executor.apply(decision_with((), busy=False))
+    assert (tmp_path / "datanode-busy").read_text() == "idle\n"
+    assert (tmp_path / "node-label").read_text() == "constant-2\n"
+    writes = executor.busy_file.writes
+    mtime = os.stat(tmp_path / "datanode-busy").st_mtime_ns
+    executor.apply(decision_with((), busy=False))
+    assert executor.busy_file.writes == writes  # unchanged: no write
+    time.sleep(0.3)
+    executor.apply(decision_with((), busy=False))
+    assert executor.busy_file.writes == writes
+    assert os.stat(tmp_path / "datanode-busy").st_mtime_ns > mtime  # ... but the heartbeat touched it
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")] == []
