@@ -317,3 +317,30 @@ def test_re_replication_counts_a_usable_holder_once() -> None:
         placer = ReplicaPlacer(inv, {"A": GridCell(0, 0)}, seed=seed)
         res = placer.place(None, 1, existing=("a0",))
         assert res.targets == ("a1",) and "environment" in res.reason
+
+
+@settings(max_examples=100, deadline=None)
+@given(c=clusters(), data=st.data(), replicas=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_re_replication_invariants(c: Cluster, data: st.DataObject, replicas: int, seed: int) -> None:
+    holders = data.draw(st.lists(st.sampled_from(c.inventory.server), max_size=2, unique=True))
+    placer = ReplicaPlacer(c.inventory, c.grid, seed=seed)
+    usable = [s for s in c.inventory.server if placer.has_space(s) and s not in holders]
+    try:
+        res = placer.place(None, replicas, existing=holders, rng=np.random.default_rng(seed))
+    except PlacementError as exc:
+        assert len(usable) < replicas and f"found {len(usable)}" in str(exc)
+        return
+    assert len(set(res.targets)) == replicas and not set(res.targets) & set(holders)
+    if not res.relaxed:
+        # The new replicas avoid each other's and the surviving replicas' environments ...
+        new_envs = [c.env_of(s) for s in res.targets]
+        assert len(set(new_envs)) == len(new_envs) and not set(new_envs) & {c.env_of(s) for s in holders}
+        # ... and, within the first round of 3, their rows and columns.
+        if len(holders) + replicas <= 3:
+            old = [g for s in holders if (g := c.cell_of(s)) is not None]
+            new = [c.cell_of(s) for s in res.targets]
+            assert all(g is not None for g in new)
+            rows = [g.reimage_row for g in new if g is not None]
+            cols = [g.peak_column for g in new if g is not None]
+            assert len(set(rows)) == len(rows) and not set(rows) & {g.reimage_row for g in old}
+            assert len(set(cols)) == len(cols) and not set(cols) & {g.peak_column for g in old}
