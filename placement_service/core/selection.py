@@ -177,12 +177,18 @@ class ClassSelector:
         self._refresh()
 
     def update_current(self, current: Mapping[str, float]) -> None:
-        """Set the current CPU fraction (0..1) of the named classes; other classes keep theirs."""
+        """Set the current CPU fraction (0..1) of the named classes; other classes keep theirs.
+
+        All-or-nothing: an unknown class or a bad value raises before anything changes.
+        """
+        updates = []
         for cid, v in current.items():
             i = self._pos.get(cid)
             if i is None:
                 raise PolicyError(f"update_current: unknown class {cid!r}")
-            self._cur[i] = _check_frac(v, f"update_current[{cid!r}]")
+            updates.append((i, _check_frac(v, f"update_current[{cid!r}]")))
+        for i, v in updates:
+            self._cur[i] = v
         self._refresh()
 
     def current(self) -> dict[str, float]:

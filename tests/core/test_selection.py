@@ -157,7 +157,8 @@ def test_update_current_changes_the_decision() -> None:
     assert {sel.select_typed(JobType.SHORT, 50, rng).classes for _ in range(50)} == {("y",)}
     assert sel.current()["x"] == pytest.approx(0.99)
     with pytest.raises(PolicyError, match="unknown class 'zz'"):
-        sel.update_current({"zz": 0.1})
+        sel.update_current({"y": 0.5, "zz": 0.1})
+    assert sel.current()["y"] == pytest.approx(0.3)  # a refused update changes nothing
     with pytest.raises(PolicyError, match=r"\[0, 1\]"):
         sel.update_current({"x": 1.5})
     sel.update_current({"x": 1.0000001})  # float32 rounding above 1.0 is clipped, not refused
