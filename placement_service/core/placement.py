@@ -208,7 +208,7 @@ class PlacerBase:
     def allocate(self, server: str, size_mb: float) -> None:
         """Take ``size_mb`` of a server's space (a replica written outside ``place``)."""
         s = self._server(server)
-        if size_mb < 0 or size_mb > self._free_mb[s]:
+        if not (0.0 <= size_mb <= self._free_mb[s]):  # also refuses NaN
             raise PlacementError(
                 f"allocate: {server!r} has {self._free_mb[s]:.0f} MB free, cannot take {size_mb} MB"
             )
@@ -218,8 +218,8 @@ class PlacerBase:
     def release(self, server: str, size_mb: float) -> None:
         """Give back ``size_mb`` of a server's space (a replica deleted); capped at ``storage_gb``."""
         s = self._server(server)
-        if size_mb < 0:
-            raise PolicyError(f"release: size_mb must be >= 0, got {size_mb}")
+        if not (0.0 <= size_mb < math.inf):  # also refuses NaN
+            raise PolicyError(f"release: size_mb must be a finite number >= 0, got {size_mb}")
         self._free_mb[s] = min(self._cap_mb[s], self._free_mb[s] + size_mb)
         self._update(s)
 

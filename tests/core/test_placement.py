@@ -264,6 +264,14 @@ def test_busy_release_reset_and_space_accounting() -> None:
     assert placer.free_mb(w) == 512.0
     with pytest.raises(PolicyError, match="unknown server"):
         placer.free_mb("nope")
+    for bad in (float("nan"), -1.0):
+        with pytest.raises(PolicyError):
+            placer.release(w, bad)
+        with pytest.raises(PlacementError):
+            placer.allocate(w, bad)
+    with pytest.raises(PlacementError, match="cannot take"):
+        placer.allocate(w, 10_000.0)
+    assert placer.free_mb(w) == 512.0
     with pytest.raises(PolicyError, match="replicas"):
         placer.place(w, 0)
 
