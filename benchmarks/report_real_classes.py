@@ -2,7 +2,7 @@
 
 Usage (from the repository root):
 
-    .venv/bin/python benchmarks/report_real_classes.py [--data-dir ../shared/data/cpu] [--write-docs]
+    .venv/bin/python benchmarks/report_real_classes.py [--data-dir ../shared/data/cpu] [--write-docs] [--figure]
 
 For each dataset it loads the trace with ``placement_service.traces.real``, builds the tenants'
 series with ``tenant_series`` (5-minute slots), fits ``UtilizationClustering`` with its defaults and
@@ -44,6 +44,13 @@ DATASETS: tuple[tuple[str, str, str, int], ...] = (
         "azure",
         0,
     ),
+    (
+        "Azure V1, the same 100 VMs, maximum CPU per 5 minutes",
+        "azure_v1_microsoft_max_100.csv.gz",
+        "azure",
+        0,
+    ),
+    ("Azure V1, the same 78 VMs, maximum CPU per 5 minutes", "azure_v1_periodic_max_78.csv.gz", "azure", 0),
     (
         "PlanetLab (CoMon), VMs present on >= 7 of the 10 days (days laid end to end, absent days missing)",
         "planetlab_cloudsim_5min.csv.gz",
@@ -135,16 +142,59 @@ def section(title: str, path: Path, kind: str, min_days: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def figure(data: Path) -> Path:
+    """Time series (first 7 days) and power spectrum of three Azure VMs, one per pattern."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = load(data / "azure_v1_microsoft_avg_100.csv.gz", "azure", 0)
+    model = UtilizationClustering(random_state=0).fit(series)
+    picks = {"az-942980": None, "az-633346": None, "az-1663289": None}
+    index = {t: i for i, t in enumerate(series.tenants)}
+    fig, axes = plt.subplots(len(picks), 2, figsize=(11, 7), constrained_layout=True)
+    days = series.n_slots * series.interval_s / 86400.0
+    for row, tenant in enumerate(picks):
+        x = np.nan_to_num(series.cpu[index[tenant]], nan=float(np.nanmean(series.cpu[index[tenant]])))
+        t_days = np.arange(series.n_slots) * series.interval_s / 86400.0
+        week = t_days <= 7.0
+        axes[row, 0].plot(t_days[week], x[week], lw=0.6)
+        axes[row, 0].set_ylabel("CPU fraction")
+        axes[row, 0].set_title(f"{tenant}: {model.patterns_[tenant].value}", fontsize=10)
+        power = np.abs(np.fft.rfft(x - x.mean())) ** 2
+        k = np.arange(1, min(len(power), 200))
+        axes[row, 1].plot(k, power[k], lw=0.7)
+        axes[row, 1].axvline(days, color="tab:red", lw=0.8, ls="--")
+        axes[row, 1].set_ylabel("power")
+        axes[row, 1].set_title(
+            f"spectrum (daily harmonic energy share {model.profile_.periodic_energy_frac[index[tenant]]:.2f})",
+            fontsize=10,
+        )
+    axes[-1, 0].set_xlabel("days")
+    axes[-1, 1].set_xlabel(f"cycles per {days:.1f}-day series (dashed: one per day)")
+    out = REPO / "docs" / "figures" / "clustering" / "azure_patterns.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "cpu"))
     parser.add_argument("--write-docs", action="store_true", help=f"replace the report section in {DOC}")
+    parser.add_argument(
+        "--figure", action="store_true", help="also draw docs/figures/clustering/azure_patterns.png"
+    )
     args = parser.parse_args(argv)
     data = Path(args.data_dir)
+    if args.figure:
+        print(f"wrote {figure(data)}", file=sys.stderr)
     parts = [
-        "Produced by `.venv/bin/python benchmarks/report_real_classes.py --write-docs` "
+        "Produced by `.venv/bin/python benchmarks/report_real_classes.py --write-docs --figure` "
         "(default settings of `UtilizationClustering`, seed 0).",
         "",
     ]
