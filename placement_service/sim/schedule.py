@@ -102,6 +102,20 @@ class ScheduleResult:
     wall_s: float
 
 
+def youngest_victims(server: np.ndarray, start_s: np.ndarray, seq: np.ndarray, excess: np.ndarray) -> np.ndarray:
+    """Indices of the containers to kill: on each server, its ``excess[server]`` youngest ones.
+
+    Youngest = latest start, ties broken by the later launch (higher ``seq``). Vectorized: sort the
+    containers of over-full servers by (server, -start, -seq) and keep each server's first ranks.
+    """
+    on = np.flatnonzero(excess[server] > 0)
+    o = on[np.lexsort((-seq[on], -start_s[on], server[on]))]
+    srv = server[o]
+    first = np.searchsorted(srv, srv, side="left")
+    rank = np.arange(o.shape[0]) - first
+    return o[rank < excess[srv]]
+
+
 def _choose_fill(free: np.ndarray, servers: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """Servers in random order, each filled to its room, until ``n`` containers are placed."""
     order = servers[rng.permutation(servers.shape[0])]
@@ -177,6 +191,7 @@ def simulate_schedule(
     duration_s = config.days * DAY_S
     end_limit_s = duration_s + config.drain_days * DAY_S
     dt = config.step_s
+    task_sigma = workload.config.task_sigma
 
     # ---- jobs and vertices, as flat arrays over every arrival ---------------------------------------
     n_jobs = arrivals.time_s.shape[0]
@@ -242,12 +257,7 @@ def simulate_schedule(
                 used = np.bincount(run.server, minlength=n)
                 excess = used - cap
                 if (excess > 0).any():
-                    on = np.flatnonzero(excess[run.server] > 0)
-                    o = on[np.lexsort((-run.seq[on], -run.start[on], run.server[on]))]
-                    srv = run.server[o]
-                    first = np.searchsorted(srv, srv, side="left")
-                    rank = np.arange(o.shape[0]) - first
-                    victims = o[rank < excess[srv]]
+                    victims = youngest_victims(run.server, run.start, run.seq, excess)
                     killed += int(victims.shape[0])
                     wasted += float((t - run.start[victims]).sum())
                     np.add.at(v_pending, run.vertex[victims], 1)
@@ -338,7 +348,7 @@ def simulate_schedule(
                     want = int(v_pending[grp].sum())
                     chosen = _choose_proportional(free, servers, want, place_rng)
                     j_progress[j] = t
-                    _launch(run, chosen, grp, v_pending, v_len, t, task_rng)
+                    _launch(run, chosen, grp, v_pending, v_len, t, task_rng, task_sigma)
                     np.subtract.at(free, chosen, 1)
                     if not free.any():
                         break
@@ -348,7 +358,7 @@ def simulate_schedule(
                 want = int(min(v_pending[rv].sum(), free.sum()))
                 choose = _choose_fill if config.pt_server_choice is ServerChoice.FILL else _choose_proportional
                 chosen = choose(free, servers, want, place_rng)
-                _launch(run, chosen, rv, v_pending, v_len, t, task_rng)
+                _launch(run, chosen, rv, v_pending, v_len, t, task_rng, task_sigma)
         # metrics for this step.
         used = np.bincount(run.server, minlength=n)
         sum_primary += float(primary.sum())
@@ -391,6 +401,7 @@ def _launch(
     v_len: np.ndarray,
     t: float,
     task_rng: np.random.Generator,
+    task_sigma: float,
 ) -> None:
     """Give the ``len(chosen)`` containers to the ready vertices' pending tasks, in vertex order."""
     n = int(chosen.shape[0])
@@ -401,5 +412,5 @@ def _launch(
     take = np.minimum(pend, np.maximum(0, n - (cum - pend)))
     verts = np.repeat(ready_vertices, take)
     v_pending[ready_vertices] -= take
-    end = t + v_len[verts] * task_rng.lognormal(0.0, 0.1, verts.shape[0])
+    end = t + v_len[verts] * task_rng.lognormal(0.0, task_sigma, verts.shape[0])
     run.add(chosen[: verts.shape[0]], verts, t, end)

@@ -44,6 +44,7 @@ class WorkloadConfig:
     length_scale: float = 5.0
     vertex_sigma: float = 0.6
     instance_sigma: float = 0.15
+    task_sigma: float = 0.1
     container_scale: float | None = None
     offered_core_frac: float = 0.05
 

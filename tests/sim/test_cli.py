@@ -1,0 +1,74 @@
+"""``harvest sim ...`` end to end on a tiny generated datacenter written to trace files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from placement_service.cli import main
+from placement_service.sim.report import write_report
+from placement_service.traces.generate import generate_datacenter, write_datacenter
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("traces")
+    return write_datacenter(generate_datacenter(80, seed=3, days=3), out)
+
+
+def _common(traces: dict[str, Path], out: Path) -> list[str]:
+    return ["--utilization", str(traces["utilization"]), "--inventory", str(traces["inventory"]),
+            "--reimages", str(traces["reimages"]), "--runs", "2", "--history-days", "1", "--out", str(out)]
+
+
+def test_schedule_durability_availability_and_report(traces: dict[str, Path], tmp_path: Path) -> None:
+    sched, dur, avail = tmp_path / "sched", tmp_path / "dur", tmp_path / "avail"
+    assert main(["sim", "schedule", *_common(traces, sched), "--levels", "0.3,0.5", "--days", "1",
+                 "--step-s", "120", "--systems", "YARN-Stock,YARN-PT,YARN-H"]) == 0
+    doc = json.loads((sched / "results.json").read_text())
+    assert doc["experiment"] == "schedule"
+    assert len(doc["records"]) == 3 * 2 * 2  # systems x levels x runs
+    for r in doc["records"]:
+        assert {"system", "level", "run", "avg_job_time_s", "killed_tasks", "utilization"} <= set(r)
+        assert r["utilization"] == pytest.approx(r["level"], abs=0.06)
+        if r["system"] == "YARN-Stock":
+            assert r["killed_tasks"] == 0
+    assert (sched / "schedule_job_time.png").stat().st_size > 1000
+    assert (sched / "results.csv").read_text().count("\n") == 13
+
+    assert main(["sim", "durability", *_common(traces, dur), "--replicas", "3,4", "--blocks", "3000",
+                 "--days", "60"]) == 0
+    ddoc = json.loads((dur / "results.json").read_text())
+    assert len(ddoc["records"]) == 2 * 2 * 2
+    assert all(r["lost_blocks"] >= 0 and r["blocks"] == 3000 for r in ddoc["records"])
+    assert (dur / "durability_lost.png").exists()
+
+    assert main(["sim", "availability", *_common(traces, avail), "--levels", "0.3,0.6", "--replicas", "3",
+                 "--days", "1", "--blocks", "2000", "--accesses", "5000"]) == 0
+    adoc = json.loads((avail / "results.json").read_text())
+    assert len(adoc["records"]) == 2 * 2 * 2
+    assert all(0.0 <= r["failed_access_pct"] <= 100.0 for r in adoc["records"])
+    by = {(r["system"], r["level"]): r["failed_access_pct"] for r in adoc["records"]}
+    assert by[("HDFS-Stock", 0.6)] >= by[("HDFS-Stock", 0.3)]
+
+    md = write_report([sched, dur, avail], tmp_path / "docs" / "results.md", notes="Notes here.")
+    text = md.read_text()
+    assert "## Claims checked" in text and "Notes here." in text
+    assert "schedule: " in text and "durability: " in text and "availability: " in text
+    assert text.count("**yes**") + text.count("**NO**") >= 3
+    figs = list((tmp_path / "docs" / "figures" / "sim").rglob("*.png"))
+    assert len(figs) >= 5
+    assert main(["sim", "report", str(sched), "--out", str(tmp_path / "r2.md")]) == 0
+
+
+def test_bad_inputs_exit_2(traces: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "schedule", "--out", str(tmp_path / "x")]) == 2
+    assert "exactly one of" in capsys.readouterr().err
+    assert main(["sim", "schedule", *_common(traces, tmp_path / "y"), "--levels", "1.5", "--days", "1"]) == 2
+    assert "level" in capsys.readouterr().err
+    assert main(["sim", "durability", "--utilization", str(traces["utilization"]), "--inventory",
+                 str(traces["inventory"]), "--out", str(tmp_path / "z")]) == 2
+    assert "--reimages" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y" / "results.json").exists()

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placement_service.core.selection import SelectionConfig
+from placement_service.sim.datacenter import SimDatacenter
+from placement_service.sim.policy import ClassRouter, fit_classes
+from placement_service.sim.schedule import (
+    ScheduleConfig,
+    YarnSystem,
+    _choose_fill,
+    _choose_proportional,
+    simulate_schedule,
+    youngest_victims,
+)
+from placement_service.sim.streams import Streams
+from placement_service.sim.workload import Arrivals, WorkloadConfig, build_workload
+from tests.sim.conftest import chain_job, make_dc
+
+
+@pytest.mark.parametrize(
+    ("server", "start", "excess", "expected"),
+    [
+        ([0, 0, 0], [10.0, 30.0, 20.0], [1], {1}),  # the latest start dies
+        ([0, 0, 0], [10.0, 30.0, 20.0], [2], {1, 2}),
+        ([0, 1, 0, 1], [5.0, 5.0, 6.0, 1.0], [0, 1], {1}),  # only the over-full server
+        ([0, 0], [5.0, 5.0], [1], {1}),  # same start: the later launch (seq) dies
+        ([0, 0], [5.0, 5.0], [5], {0, 1}),  # cannot kill more than it runs
+    ],
+)
+def test_youngest_victims(server: list[int], start: list[float], excess: list[int], expected: set[int]) -> None:
+    srv = np.array(server)
+    got = youngest_victims(srv, np.array(start), np.arange(len(server)), np.array(excess))
+    assert set(got.tolist()) == expected
+
+
+def test_server_choices_respect_room_and_candidates() -> None:
+    rng = np.random.default_rng(0)
+    free = np.array([3, 0, 2, 5, 1])
+    servers = np.array([0, 2, 3])
+    for choose in (_choose_fill, _choose_proportional):
+        got = choose(free, servers, 7, rng)
+        assert got.shape == (7,)
+        counts = np.bincount(got, minlength=5)
+        assert np.all(counts <= free) and set(np.unique(got)) <= {0, 2, 3}
+    # fill packs whole servers: at most one server is left partly used
+    got = _choose_fill(free, servers, 4, rng)
+    counts = np.bincount(got, minlength=5)[servers]
+    assert sum(0 < c < f for c, f in zip(counts, free[servers], strict=True)) <= 1
+
+
+def _one_job(dc: SimDatacenter, tasks: list[int], *, arrival_s: float = 0.0) -> tuple[object, Arrivals]:
+    cfg = WorkloadConfig(container_scale=1.0, instance_sigma=0.0, task_sigma=0.0, vertex_sigma=0.0, task_s=600.0,
+                         length_scale=1.0)
+    wl = build_workload([chain_job("q", tasks)], cfg, np.random.default_rng(0), total_cores=1.0)
+    return wl, Arrivals(np.array([arrival_s]), np.array([0]), np.array([1.0]))
+
+
+def test_job_time_is_its_critical_path_when_nothing_competes() -> None:
+    dc = make_dc(np.full((2, 400), 0.1), servers_per_tenant=4)  # 8 servers x 12 cores
+    wl, arr = _one_job(dc, [20, 10, 5])
+    cfg = ScheduleConfig(days=0.1, history_days=0.0, step_s=60.0)
+    s = Streams(0)
+    res = simulate_schedule(dc, dc.cpu, wl, arr, YarnSystem.PT, cfg, place_rng=s.get("p"), task_rng=s.get("t"))
+    # three vertices of 600 s each, each detected at most one step late
+    assert 1800.0 <= res.avg_job_time_s <= 1800.0 + 3 * 60.0
+    assert res.killed_tasks == 0 and res.unfinished_jobs == 0
+
+
+def test_primary_growth_kills_in_pt_not_in_stock() -> None:
+    cpu = np.full((1, 400), 0.0)
+    cpu[0, 1:] = 0.5  # the primary takes half the cores after 5 minutes
+    dc = make_dc(cpu, servers_per_tenant=2)  # 2 servers x 12 cores, reserve 4
+    wl, arr = _one_job(dc, [16])  # fills both servers' 8 harvestable cores
+    cfg = ScheduleConfig(days=0.2, history_days=0.0, step_s=60.0)
+    out = {}
+    for system in (YarnSystem.PT, YarnSystem.STOCK):
+        s = Streams(0)
+        out[system] = simulate_schedule(dc, dc.cpu, wl, arr, system, cfg, place_rng=s.get("p"), task_rng=s.get("t"))
+    pt, stock = out[YarnSystem.PT], out[YarnSystem.STOCK]
+    # capacity drops from 8 to 2 per server: 12 of 16 containers die, re-run later
+    assert pt.killed_tasks == 12
+    assert pt.wasted_core_s == pytest.approx(12 * 300.0)
+    assert stock.killed_tasks == 0 and stock.overcommit_core_s > 0
+    assert pt.avg_job_time_s > stock.avg_job_time_s
+    assert pt.utilization == pytest.approx(stock.utilization)
+
+
+def test_class_router_reports_current_use_and_servers(tiny_dc: SimDatacenter) -> None:
+    table, _ = fit_classes(tiny_dc, tiny_dc.cpu, 288 * 2, seed=0)
+    router = ClassRouter(table, tiny_dc, SelectionConfig(reserve_frac=1 / 3))
+    n = tiny_dc.n_servers
+    primary = np.full(n, 3.0)
+    used = np.zeros(n)
+    used[router.servers_of(np.array([0]))] = 3.0
+    router.update(primary, used)
+    cur = router.selector.current()
+    assert cur[router.ids[0]] == pytest.approx(0.5)  # (3 + 3) / 12
+    assert all(cur[c] == pytest.approx(0.25) for c in router.ids[1:])
+    both = router.servers_of(np.array([0, 1]))
+    assert set(both) == set(router.servers_of(np.array([0]))) | set(router.servers_of(np.array([1])))
+    # every server belongs to exactly one class
+    assert sorted(np.concatenate([router.servers_of(np.array([c])) for c in range(len(router.ids))])) == list(range(n))
+
+
+def test_yarn_h_kills_fewer_tasks_than_pt_on_mixed_tenants() -> None:
+    from tests.sim.conftest import daily_cpu
+
+    dc = make_dc(daily_cpu(8, 6.0, seed=3), servers_per_tenant=6)
+    cfg = ScheduleConfig(days=2.0, history_days=3.0, step_s=120.0,
+                         workload=WorkloadConfig(offered_core_frac=0.08, task_s=60.0, length_scale=10.0))
+    jobs = [chain_job(f"q{i}", [5 + 7 * i, 3 + i, 2]) for i in range(8)]
+    s = Streams(5)
+    wl = build_workload(jobs, cfg.workload, s.get("len"), total_cores=float(dc.inventory.cores.sum()))
+    from placement_service.sim.workload import poisson_arrivals
+
+    arr = poisson_arrivals(wl, cfg.days * 86400, s.get("arr"), s.get("jobs"))
+    table, _ = fit_classes(dc, dc.cpu, int(3 * 86400 / 300), seed=0)
+    sel = SelectionConfig(short_max_s=wl.short_max_s, long_min_s=wl.long_min_s, reserve_frac=cfg.reserve_frac)
+    pt = simulate_schedule(dc, dc.cpu, wl, arr, YarnSystem.PT, cfg, place_rng=s.fresh("p"), task_rng=s.fresh("t"))
+    h = simulate_schedule(dc, dc.cpu, wl, arr, YarnSystem.H, cfg, place_rng=s.fresh("p"), task_rng=s.fresh("t"),
+                          router=ClassRouter(table, dc, sel), select_rng=s.fresh("sel"))
+    assert pt.jobs == h.jobs > 100
+    assert pt.killed_tasks > 0
+    assert h.killed_tasks < pt.killed_tasks
+    assert h.unfinished_jobs == 0
