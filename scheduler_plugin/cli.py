@@ -119,6 +119,8 @@ def _cmd_hive(args: argparse.Namespace) -> int:
     }
     if args.dry_run:
         out["job"] = result.job
+    if args.result_json:
+        _write(args.result_json, json.dumps({"name": name, **out}, indent=1) + "\n")
     print(json.dumps(out, indent=1), file=sys.stderr if not args.dry_run else sys.stdout)
     return result.exit_code
 
@@ -205,6 +207,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--hiveconf", action="append", metavar="K=V", help="extra --hiveconf setting (repeatable)")
     p.add_argument("--name", help="job name (default: the query file's stem)")
     p.add_argument("--dry-run", action="store_true", help="EXPLAIN and route, print the decision, do not run")
+    p.add_argument("--result-json", type=Path, help="also write the run's decision and outcome here (JSON)")
     _add_routing_args(p)
     p.set_defaults(func=_cmd_hive)
 

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One-shot, before any daemon: configuration, token, the primary tenants' history, classes, queues.
+# Everything lands on the shared volume; re-running keeps what exists.
+set -euo pipefail
+SHARED=/shared
+CONF="$SHARED/conf"
+WORKERS="${WORKERS:-3}"
+mkdir -p "$CONF" "$SHARED/traces" /results
+
+if [ ! -f "$CONF/.populated" ]; then
+  cp -r /opt/hadoop/etc/hadoop/. "$CONF/"
+  cp /opt/hive/conf/hive-log4j2.properties.template "$CONF/hive-log4j2.properties" 2>/dev/null || true
+  cp /opt/testbed/conf/*.xml "$CONF/"
+  touch "$CONF/.populated"
+fi
+
+[ -s "$SHARED/token" ] || python3 -c 'import secrets; print(secrets.token_hex(24))' > "$SHARED/token"
+chmod 0644 "$SHARED/token"   # testbed only: every container reads it
+
+# 1. History of a synthetic datacenter (primary tenants' CPU, reimages, inventory) and its classes.
+if [ ! -s "$SHARED/classes.json" ]; then
+  harvest generate --servers "${HISTORY_SERVERS:-60}" --days "${HISTORY_DAYS:-14}" --seed "${SEED:-7}" \
+    --out "$SHARED/traces"
+  harvest cluster --utilization "$SHARED/traces/utilization.parquet" --reimages "$SHARED/traces/reimages.parquet" \
+    --inventory "$SHARED/traces/inventory.parquet" --out "$SHARED/classes.json"
+fi
+
+# 2. Which tenant each worker stands in for: classes taken pattern by pattern in turn (periodic,
+#    constant, unpredictable, periodic, ...), the first tenant of each, round robin over the workers.
+python3 - "$SHARED/classes.json" "$WORKERS" > "$SHARED/workers.env" <<'PY'
+import itertools, json, sys
+doc = json.load(open(sys.argv[1]))
+by_pattern = {}
+for c in doc["classes"]:
+    if c["tenants"]:
+        by_pattern.setdefault(c["pattern"], []).append(c["tenants"][0])
+interleaved = [t for group in itertools.zip_longest(*by_pattern.values()) for t in group if t]
+for i in range(1, int(sys.argv[2]) + 1):
+    print(f"WORKER{i}_TENANT={interleaved[(i - 1) % len(interleaved)]}")
+PY
+
+# 3. Racks of the testbed (two racks) for the topology script.
+{
+  echo "server,tenant,rack"
+  for i in $(seq 1 "$WORKERS"); do echo "worker$i,t,rack$(( (i - 1) % 2 + 1 ))"; done
+} > "$SHARED/testbed-inventory.csv"
+harvest topology-map --inventory "$SHARED/testbed-inventory.csv" --out "$SHARED/topology.map"
+
+# 4. One queue and one node label per class.
+harvest capacity-scheduler --classes "$SHARED/classes.json" --out "$CONF/capacity-scheduler.xml" 2> "$SHARED/labels.cmd"
+python3 -c 'import json,sys; print(",".join(c["id"] + "(exclusive=false)" for c in json.load(open(sys.argv[1]))["classes"]))' \
+  "$SHARED/classes.json" > "$SHARED/labels.arg"
+echo "setup done: $(wc -l < "$SHARED/workers.env") workers, labels $(cat "$SHARED/labels.arg")"

@@ -1,0 +1,137 @@
+"""What can be checked of the docker testbed without a Docker engine: the compose file's syntax and
+structure, pinned images, scripts under shellcheck, configs that parse, and the helper scripts."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.plugins import yaml_subset
+from tests.plugins.conftest import REPO
+
+DOCKER = REPO / "docker"
+COMPOSE = DOCKER / "docker-compose.yml"
+
+
+def compose() -> dict:
+    doc = yaml_subset.load(COMPOSE.read_text())
+    assert isinstance(doc, dict)
+    return doc
+
+
+def load_module(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_subset_reader_rejects_what_it_cannot_vouch_for() -> None:
+    assert yaml_subset.load('a:\n  b: ["x", "y"]\n  c: 3\n  d:\n    - "p"\n') == {
+        "a": {"b": ["x", "y"], "c": 3, "d": ["p"]}}
+    for bad in ["a: &x 1\n", "a:\n\tb: 1\n", "a: 1\na: 2\n", "a: 'open\n", "a:\n  - b: 1\n"]:
+        with pytest.raises(ValueError, match="line"):
+            yaml_subset.load(bad)
+
+
+def test_compose_file_agrees_with_pyyaml_when_available() -> None:
+    ours = compose()
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None:
+        pytest.skip("no system python3")
+    proc = subprocess.run([system_python, "-c", "import json,sys,yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+                           str(COMPOSE)], capture_output=True, text=True, timeout=30, check=False)
+    if proc.returncode != 0:
+        pytest.skip("no PyYAML in the system python")
+    assert json.loads(proc.stdout) == ours
+
+
+def test_compose_structure() -> None:
+    doc = compose()
+    services = doc["services"]
+    roles = {name: svc["command"][0] for name, svc in services.items()}
+    for role in ("namenode", "resourcemanager", "hiveserver2", "placement", "setup", "init", "tpcds"):
+        assert role in roles.values(), role
+    workers = [n for n, r in roles.items() if r == "worker"]
+    assert len(workers) >= 3
+    assert sorted(services[w]["environment"]["WORKER_INDEX"] for w in workers) == [str(i) for i in range(1, 4)]
+    entry = (DOCKER / "scripts" / "entrypoint.sh").read_text()
+    declared_volumes = set(doc["volumes"])
+    for name, svc in services.items():
+        assert re.fullmatch(r"[a-z0-9.-]+:\d+\.\d+\.\d+", svc["image"]), f"{name}: image not pinned"
+        assert f"\n  {svc['command'][0]})" in entry, f"{name}: role {svc['command'][0]} not in entrypoint.sh"
+        for dep in (svc.get("depends_on") or {}):
+            assert dep in services, f"{name} depends on unknown {dep}"
+        for vol in svc.get("volumes", []):
+            assert vol.split(":")[0] in declared_volumes, f"{name}: undeclared volume {vol}"
+    assert services["setup"]["build"]["dockerfile"] == "docker/Dockerfile"
+
+
+def test_dockerfile_pins_every_base_image_and_release() -> None:
+    text = (DOCKER / "Dockerfile").read_text()
+    bases = re.findall(r"^FROM\s+(\S+)", text, flags=re.M) + re.findall(r"COPY --from=(\S+:\S+)", text)
+    assert bases
+    for image in bases:
+        if ":" not in image:
+            continue  # a stage name
+        tag = image.split(":", 1)[1]
+        assert tag != "latest" and re.search(r"\d", tag), image
+    for arg in ("HADOOP_VERSION=3.3.6", "HIVE_VERSION=4.0.0", "TEZ_VERSION=0.10.3"):
+        assert f"ARG {arg}" in text
+    # every COPY source of the build context exists
+    for src in re.findall(r"^COPY (?!--from)(\S+(?: \S+)*) \S+$", text, flags=re.M):
+        for part in src.split():
+            assert (REPO / part).exists(), part
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_scripts_pass_shellcheck() -> None:
+    scripts = sorted((DOCKER / "scripts").glob("*.sh")) + [REPO / "scheduler_plugin" / "java" / "build.sh"]
+    proc = subprocess.run(["shellcheck", *map(str, scripts)], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("path", sorted((DOCKER / "conf").glob("*.xml")), ids=lambda p: p.name)
+def test_testbed_configs_parse(path: Path) -> None:
+    root = ET.parse(path).getroot()
+    assert root.tag == "configuration"
+    names = [p.findtext("name") for p in root.findall("property")]
+    assert names and len(names) == len(set(names))
+
+
+def test_primary_load_series_and_percentiles() -> None:
+    mod = load_module(DOCKER / "scripts" / "primary_load.py")
+    rows = [(0, "a", 0.2), (0, "a", 0.4), (300, "a", 1.5), (0, "b", 0.9), (600, "a", float("nan"))]
+    assert mod.tenant_series(rows, "a") == [(0, pytest.approx(0.3)), (300, 1.0)]
+    with pytest.raises(SystemExit, match="no samples"):
+        mod.tenant_series(rows, "zz")
+    assert mod.percentile([5, 1, 3, 2, 4], 0.5) == 3
+    assert mod.percentile([5, 1, 3, 2, 4], 0.99) == 5
+
+
+def test_summarize_builds_job_and_latency_tables(tmp_path: Path) -> None:
+    mod = load_module(DOCKER / "scripts" / "summarize.py")
+    (tmp_path / "runs").mkdir()
+    for i, (queue, code, killed) in enumerate([("constant-0", 0, 2), ("default", 1, 0)]):
+        (tmp_path / "runs" / f"r1-q{i}.json").write_text(json.dumps({
+            "name": f"tpcds-q{i}", "exit_code": code, "duration_s": 10.0 + i, "killed_attempts": killed,
+            "decision": {"queue": queue, "classes": [queue], "job_type": "short", "source": "service"}}))
+    (tmp_path / "primary-latency-worker1.csv").write_text(
+        "time,slot,cpu_target,requests,p50_ms,p99_ms,max_ms\n100,1,0.3,300,1.0,2.0,3.0\n160,2,0.5,300,1.5,9.0,12.0\n"
+        "9999,3,0.5,300,50,90,99\n")
+    assert mod.main([str(tmp_path), "90", "170"]) == 0
+    jobs = list(csv.DictReader((tmp_path / "jobs.csv").open()))
+    assert [(j["query"], j["queue"], j["killed_attempts"]) for j in jobs] == [("tpcds-q0", "constant-0", "2"),
+                                                                               ("tpcds-q1", "default", "0")]
+    lat = list(csv.DictReader((tmp_path / "primary-latency.csv").open()))
+    assert lat == [{"worker": "worker1", "minutes": "2", "p50_ms_median": "1.5", "p99_ms_worst": "9.0"}]
