@@ -2,7 +2,9 @@
 
 - Online Mover: a failed server of a reservation is replaced at once by a server of the shared
   buffer (any hardware type the reservation accepts), chosen to keep the most capacity after the
-  loss of the worst MSB; when no buffer server fits, an unassigned one is used. The replacement was
+  loss of the worst MSB; when no buffer server fits, an unassigned one is used. When the buffer
+  servers left sit in the reservation's largest MSB, one replacement may not restore its capacity
+  after the worst MSB loss: it then takes more until it does. The replacement was
   lent out as elastic capacity, so its loan is revoked (a reimage-like event for the placement core).
 - Emergency path: a new request is granted immediately and greedily from unassigned servers (then,
   if allowed, shared-buffer servers): each step adds the eligible server that raises the capacity
@@ -92,19 +94,25 @@ def online_move(
         req = by_id[e]
         value = _value_of(region, req)
         ok = avail & (value[region.hardware] > 0)
-        members = [int(i) for i in np.flatnonzero(entity == e)]
-        in_buffer = np.array([str(x).startswith(SHARED_BUFFER_PREFIX) for x in entity])
-        choice = _pick(region, req, members, np.flatnonzero(ok & in_buffer))
-        if choice is None:
-            choice = _pick(region, req, members, np.flatnonzero(ok & (entity == "")))
-        if choice is None:
-            unmet.append(f"{e}: no shared-buffer or unassigned server of {sorted(req.rru)} left to replace {s}")
-            continue
-        name = region.server[choice]
-        out[name] = e
-        entity[choice] = e
-        replacements.append((s, name))
-        revoked.append(name)
+        # one replacement at least, more while the loss of the worst MSB would leave it short
+        for step in range(len(region)):
+            members = [int(i) for i in np.flatnonzero(entity == e)]
+            per = np.bincount(region.msb[members], weights=value[region.hardware[members]],
+                              minlength=len(region.msb_names))  # fmt: skip
+            if step > 0 and per.sum() - per.max() >= req.capacity_rru - 1e-9:
+                break
+            in_buffer = np.array([str(x).startswith(SHARED_BUFFER_PREFIX) for x in entity])
+            choice = _pick(region, req, members, np.flatnonzero(ok & in_buffer))
+            if choice is None:
+                choice = _pick(region, req, members, np.flatnonzero(ok & (entity == "")))
+            if choice is None:
+                unmet.append(f"{e}: no shared-buffer or unassigned server of {sorted(req.rru)} left to replace {s}")
+                break
+            name = region.server[choice]
+            out[name] = e
+            entity[choice] = e
+            replacements.append((s, name))
+            revoked.append(name)
     return OnlineResult(out, tuple(replacements), tuple(revoked), tuple(unmet))
 
 
