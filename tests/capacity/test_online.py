@@ -5,7 +5,12 @@ import dataclasses
 import numpy as np
 
 from placement_service.capacity.domain import Request
-from placement_service.capacity.online import emergency_grant, harvestable_columns, online_move, revocation_events
+from placement_service.capacity.online import (
+    emergency_grant,
+    harvestable_columns,
+    online_move,
+    revocation_events,
+)
 
 
 def _after_worst(problem, assignment, rid, avail=None):  # type: ignore[no-untyped-def]
