@@ -26,11 +26,12 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
 from placement_service.core.grid import build_grid
-from placement_service.core.placement import PlacementConfig, PlacerBase, ReplicaPlacer
+from placement_service.core.placement import PlacementConfig, ReplicaPlacer
 from placement_service.core.stock_placement import StockPlacer
 from placement_service.core.types import ClassTable, GridCell, Inventory
 
@@ -75,7 +76,7 @@ def from_files(inventory: str, classes: str) -> tuple[Inventory, Mapping[str, Gr
 
 
 def run(
-    placer: PlacerBase, writers: list[str], replicas: int
+    placer: ReplicaPlacer | StockPlacer, writers: list[str], replicas: int
 ) -> tuple[float, float, list[tuple[str, ...]], int, int]:
     """(wall seconds, CPU seconds, targets per block, relaxed blocks, failed blocks)."""
     out: list[tuple[str, ...]] = []
@@ -96,7 +97,7 @@ def run(
 def diversity(
     inv: Inventory, grid: Mapping[str, GridCell], blocks: list[tuple[str, ...]]
 ) -> tuple[float, float]:
-    """Shares of blocks with pairwise distinct environments, and distinct grid rows and columns."""
+    """Shares of placed blocks with pairwise distinct environments, and distinct grid rows and columns."""
     idx = inv.index()
     env_ok = rc_ok = 0
     for b in blocks:
@@ -120,6 +121,12 @@ def main() -> None:
     ap.add_argument("--days", type=float, default=2.0, help="days of synthetic samples for peak CPU")
     ap.add_argument("--inventory", help="inventory file instead of the generator (needs --classes)")
     ap.add_argument("--classes", help="classes.json with a grid (with --inventory)")
+    ap.add_argument(
+        "--fill",
+        type=float,
+        default=0.98,
+        help="second scenario: scale every server's storage so that the run's replicas fill this share",
+    )
     args = ap.parse_args()
 
     if args.inventory:
@@ -130,30 +137,19 @@ def main() -> None:
         source = f"generate_datacenter({args.servers}, seed={args.seed}, days={args.days})"
     cells = sum(1 for _ in {(c.reimage_row, c.peak_column) for c in grid.values()})
 
-    # Writers: uniform over servers with room for the whole run's writes (so every writer qualifies).
+    # Writers: uniform over servers with space for at least one block.
     block_gb = 256 / 1024
     with_space = [s for s, gb in zip(inv.server, inv.storage_gb, strict=True) if gb >= block_gb]
     wr = np.random.default_rng(args.seed)
     writers = [with_space[i] for i in wr.integers(0, len(with_space), args.blocks)]
+    rows = compare(inv, grid, writers, args.replicas, args.seed)
 
-    rows = []
-    for label, factory in (
-        ("ReplicaPlacer (grid, relaxing)", lambda: ReplicaPlacer(inv, grid, seed=args.seed)),
-        (
-            "ReplicaPlacer (grid, strict)",
-            lambda: ReplicaPlacer(inv, grid, config=PlacementConfig(strict=True), seed=args.seed),
-        ),
-        ("StockPlacer (stock HDFS, racks)", lambda: StockPlacer(inv, grid, seed=args.seed)),
-    ):
-        t0 = time.perf_counter()
-        placer = factory()
-        build_s = time.perf_counter() - t0
-        secs, cpu_s, blocks, relaxed, failed = run(placer, writers, args.replicas)
-        env_share, rc_share = diversity(inv, grid, blocks)
-        n = len(writers)
-        rows.append(
-            (label, n / secs, n / cpu_s, 1e3 * secs / n, build_s, relaxed, failed, env_share, rc_share)
-        )
+    # Space pressure: the same run on disks scaled down so that it fills `--fill` of the space.
+    need_gb = args.blocks * args.replicas * block_gb
+    scale = need_gb / args.fill / float(np.sum(inv.storage_gb))
+    tight = replace(inv, storage_gb=np.round(inv.storage_gb * scale / block_gb) * block_gb)
+    demand = need_gb / float(np.sum(tight.storage_gb))
+    pressure = compare(tight, grid, writers, args.replicas, args.seed)
 
     load = os.getloadavg()
     print(
@@ -163,6 +159,45 @@ def main() -> None:
     print(f"source: {source}; {args.blocks:,} blocks x {args.replicas} replicas of 256 MB; seed {args.seed}")
     print(f"load average (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, cpus {os.cpu_count()}")
     print()
+    table(rows)
+    print(
+        f"\nunder space pressure: every server's storage scaled by {scale:.2e} and rounded to whole blocks "
+        f"({float(np.sum(tight.storage_gb)) / len(inv):.2f} GB per server on average); the run's replicas "
+        f"ask for {100 * demand:.1f} % of it; a writer without space gets a random first replica"
+    )
+    print()
+    table(pressure)
+
+
+Row = tuple[str, float, float, float, float, int, int, float, float]
+
+
+def compare(
+    inv: Inventory, grid: Mapping[str, GridCell], writers: list[str], replicas: int, seed: int
+) -> list[Row]:
+    """Run the three placers over the same writers; one row of figures each."""
+    rows: list[Row] = []
+    for label, factory in (
+        ("ReplicaPlacer (grid, relaxing)", lambda: ReplicaPlacer(inv, grid, seed=seed)),
+        (
+            "ReplicaPlacer (grid, strict)",
+            lambda: ReplicaPlacer(inv, grid, config=PlacementConfig(strict=True), seed=seed),
+        ),
+        ("StockPlacer (stock HDFS, racks)", lambda: StockPlacer(inv, grid, seed=seed)),
+    ):
+        t0 = time.perf_counter()
+        placer = factory()
+        build_s = time.perf_counter() - t0
+        secs, cpu_s, blocks, relaxed, failed = run(placer, writers, replicas)
+        env_share, rc_share = diversity(inv, grid, blocks)
+        n = len(writers)
+        rows.append(
+            (label, n / secs, n / cpu_s, 1e3 * secs / n, build_s, relaxed, failed, env_share, rc_share)
+        )
+    return rows
+
+
+def table(rows: list[Row]) -> None:
     print(
         "| placer | blocks/s (wall) | blocks/s (CPU time) | ms/block (wall) | build s | relaxed | failed "
         "| distinct envs | distinct rows+cols |"
