@@ -262,6 +262,8 @@ def load_config(
     if raw["reserve_memory_mb"] > raw["capacity_memory_mb"]:
         raise ConfigError(f"setting 'reserve_memory_mb' ({raw['reserve_memory_mb']}) exceeds "
                           f"capacity_memory_mb ({raw['capacity_memory_mb']})")
+    if raw["service"] and not raw["tenant"]:
+        raise ConfigError("setting 'tenant' is required when 'service' is set (the service keys history by tenant)")
     if raw["metrics_port"] is not None and not 0 <= raw["metrics_port"] <= 65535:
         raise ConfigError(f"setting 'metrics_port' must be 0..65535, got {raw['metrics_port']}")
     return AgentConfig(**raw)

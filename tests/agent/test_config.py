@@ -40,7 +40,7 @@ def test_every_setting_is_a_flag_and_an_env_variable(tmp_path):
                       for opt in action.option_strings}
     for setting in SETTINGS:
         assert "--" + setting.key.replace("_", "-") in option_strings
-        cfg = load_config({"state_dir": str(tmp_path), "capacity_cores": 4, "capacity_memory_mb": 100},
+        cfg = load_config({"state_dir": str(tmp_path), "capacity_cores": 4, "capacity_memory_mb": 100, "tenant": "t"},
                           {f"HARVEST_AGENT_{setting.key.upper()}": _sample_text(setting)}, {})
         assert cfg is not None
 
@@ -88,6 +88,11 @@ def test_toml_syntax_error_and_unknown_key(tmp_path):
     unknown.write_text('intervall_s = 1\n')
     with pytest.raises(ConfigError, match="'intervall_s'"):
         read_toml(str(unknown))
+
+
+def test_tenant_is_required_to_report(tmp_path):
+    with pytest.raises(ConfigError, match="'tenant'"):
+        load_config({"state_dir": str(tmp_path), "service": "127.0.0.1:5000"}, {}, {})
 
 
 def test_state_dir_is_required():
