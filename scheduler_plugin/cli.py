@@ -87,12 +87,22 @@ def _write(path: Path | None, text: str) -> None:
 def _cmd_route(args: argparse.Namespace) -> int:
     from scheduler_plugin.explain import job_document, parse_dag_description, parse_explain
 
-    doc = _read_json(args.plan)
-    name = args.name or Path(args.plan).stem
-    if args.format == "job":
+    if (args.plan is None) == (args.tpcds is None):
+        raise HarvestError("give either a PLAN file or --tpcds N")
+    if args.tpcds is not None:
+        from placement_service.core.tpcds import load_tpcds_plans
+
+        plans = load_tpcds_plans()["queries"]
+        if args.tpcds not in plans:
+            raise HarvestError(f"--tpcds: no bundled plan for query {args.tpcds!r} (1..99)")
+        doc, fmt, source, stem = plans[args.tpcds], "dag", f"TPC-DS query {args.tpcds}", f"tpcds-q{args.tpcds}"
+    else:
+        doc, fmt, source, stem = _read_json(args.plan), args.format, str(args.plan), Path(args.plan).stem
+    name = args.name or stem
+    if fmt == "job":
         job = doc
     else:
-        dag = parse_explain(doc, str(args.plan)) if args.format == "explain" else parse_dag_description(doc, str(args.plan))
+        dag = parse_explain(doc, source) if fmt == "explain" else parse_dag_description(doc, source)
         last = _history(args).get(name)
         job = job_document(
             name, dag, _estimate(args), last.last_duration_s if last else None, last.vertex_tasks if last else None
@@ -190,7 +200,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("route", help="route one Hive/Tez job: plan -> classes -> queue settings",
                               description="Estimate the job's tasks from its plan, ask the placement service "
                               "(or select locally), and print the settings to run it with.")
-    p.add_argument("plan", type=Path, help="EXPLAIN FORMATTED JSON, a Tez DAG description, or a job JSON")
+    p.add_argument("plan", type=Path, nargs="?", help="EXPLAIN FORMATTED JSON, a Tez DAG description, or a job JSON")
+    p.add_argument("--tpcds", metavar="N", help="route the bundled Hive/Tez plan of TPC-DS query N instead of a file")
     p.add_argument("--format", choices=["explain", "dag", "job"], default="explain", help="what PLAN is")
     p.add_argument("--name", help="job name (default: the file's stem); keys the history store")
     p.add_argument("--job-out", type=Path, help="also write the job JSON here")

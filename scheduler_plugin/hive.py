@@ -84,20 +84,33 @@ def split_statements(sql: str) -> tuple[list[str], str]:
     return preamble, queries[-1]
 
 
-def extract_plan(output: str, source: str) -> Any:
-    """The first JSON object in beeline's output (tsv2 prints the plan as one value)."""
+def _first_plan(text: str) -> Any:
     decoder = json.JSONDecoder()
-    pos = output.find("{")
+    pos = text.find("{")
     while pos != -1:
         try:
-            doc, _ = decoder.raw_decode(output, pos)
+            doc, _ = decoder.raw_decode(text, pos)
         except ValueError:
-            pos = output.find("{", pos + 1)
+            pos = text.find("{", pos + 1)
             continue
         if isinstance(doc, dict) and "STAGE PLANS" in doc:
             return doc
-        pos = output.find("{", pos + 1)
-    raise HiveRunError(f"{source}: no EXPLAIN FORMATTED JSON in beeline's output: {output[:300]!r}")
+        pos = text.find("{", pos + 1)
+    return None
+
+
+def extract_plan(output: str, source: str) -> Any:
+    """The first EXPLAIN JSON object in beeline's output (tsv2 prints the plan as one value).
+
+    When quoting of separated values is on, beeline prints the value as ``"{""STAGE PLANS"": ...}"``;
+    that form is un-quoted and read too.
+    """
+    doc = _first_plan(output)
+    if doc is None and '""' in output:
+        doc = _first_plan(output.replace('""', '"'))
+    if doc is None:
+        raise HiveRunError(f"{source}: no EXPLAIN FORMATTED JSON in beeline's output: {output[:300]!r}")
+    return doc
 
 
 def parse_vertex_summary(stderr_text: str) -> VertexSummary:

@@ -24,6 +24,8 @@ come from the environment (the NodeManager passes ``...provider.script.opts`` as
 ``HARVEST_STATE_DIR`` and ``HARVEST_LABEL_MAX_AGE_S``.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 import time
@@ -36,11 +38,11 @@ LABEL_FILE = "node-label"
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
-def valid_label(label):
+def valid_label(label: str) -> bool:
     return 0 < len(label) <= 255 and label[0].isalnum() and set(label) <= _LABEL_CHARS
 
 
-def _parse_args(argv):
+def _parse_args(argv: list[str]) -> tuple[str, float]:
     state_dir = os.environ.get("HARVEST_STATE_DIR", DEFAULT_STATE_DIR)
     max_age_s = os.environ.get("HARVEST_LABEL_MAX_AGE_S", str(DEFAULT_MAX_AGE_S))
     args = list(argv)
@@ -74,7 +76,7 @@ def _parse_args(argv):
     return state_dir, max_age
 
 
-def read_label(state_dir, max_age_s, now_s):
+def read_label(state_dir: str, max_age_s: float, now_s: float) -> tuple[str | None, str | None]:
     """Return (label, None) when the label file is fresh and valid, else (None, reason)."""
     path = os.path.join(state_dir, LABEL_FILE)
     try:
@@ -95,7 +97,7 @@ def read_label(state_dir, max_age_s, now_s):
     return label, None
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     state_dir, max_age_s = _parse_args(argv)
     label, reason = read_label(state_dir, max_age_s, time.time())
     if label is None:

@@ -16,6 +16,8 @@ Standard library only; a missing or unreadable mapping file maps every host to `
 for the whole batch.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 
@@ -24,7 +26,7 @@ MAP_ENV = "HARVEST_TOPOLOGY_MAP"
 MAP_NAME = "topology.map"
 
 
-def load_mapping(path):
+def load_mapping(path: str) -> dict[str, str]:
     """Parse ``<host> <path>`` lines; raise ValueError naming the line for a malformed entry."""
     mapping = {}
     with open(path, encoding="utf-8") as handle:
@@ -43,7 +45,7 @@ def load_mapping(path):
     return mapping
 
 
-def resolve(mapping, host):
+def resolve(mapping: dict[str, str], host: str) -> str:
     keys = [host, host.lower()]
     if not host.replace(".", "").isdigit():
         keys.append(host.lower().split(".", 1)[0])
@@ -53,7 +55,7 @@ def resolve(mapping, host):
     return DEFAULT_RACK
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     path = os.environ.get(MAP_ENV) or os.path.join(os.path.dirname(os.path.abspath(__file__)), MAP_NAME)
     try:
         mapping = load_mapping(path)

@@ -105,6 +105,8 @@ def test_statement_split_plan_extraction_and_summary() -> None:
         split_statements("set a=1;")
     noise = 'WARN: x {not json}\n{"STAGE PLANS": {"Stage-1": {}}}\n'
     assert extract_plan(noise, "q") == {"STAGE PLANS": {"Stage-1": {}}}
+    quoted = '"{""STAGE PLANS"": {""Stage-1"": {""Tez"": {}}}}"\n'
+    assert extract_plan(quoted, "q") == {"STAGE PLANS": {"Stage-1": {"Tez": {}}}}
     with pytest.raises(HiveRunError, match="no EXPLAIN FORMATTED JSON"):
         extract_plan("Error: table not found", "q.sql")
     s = parse_vertex_summary("Map 1 ..... container  RUNNING 10 2 8 0 0 0\rMap 1 ..... container  SUCCEEDED 10 10 0 0 0 4\n")

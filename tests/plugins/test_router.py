@@ -122,3 +122,23 @@ def test_all_99_tpcds_dags_through_service_and_local_fallback(fixtures: Path) ->
     for j in jobs:
         d = local.route(j)
         assert d.source == "local" and d.queue in ids and d.max_concurrency and d.max_concurrency >= 1
+
+
+def test_route_command(fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from placement_service.cli import main
+
+    job_out = tmp_path / "job.json"
+    token = tmp_path / "token"
+    token.write_text("tok\n")
+    with fake_service(answer(["unpredictable-0"])) as svc:
+        assert main(["route", str(fixtures / "explain_multi_parent.json"), "--service", svc.url, "--token-file",
+                     str(token), "--history", str(tmp_path / "h.json"), "--job-out", str(job_out)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"] == {"tez.queue.name": "unpredictable-0"}
+    assert svc.requests[0][1] == json.loads(job_out.read_text())
+    assert svc.requests[0][2]["Authorization"] == "Bearer tok"
+    assert main(["route", "--tpcds", "3", "--classes", str(fixtures / "classes.json"), "--seed", "1",
+                 "--history", str(tmp_path / "h.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["job"] == "tpcds-q3"
+    assert main(["route", "--tpcds", "100"]) == 2
+    assert "no bundled plan" in capsys.readouterr().err
