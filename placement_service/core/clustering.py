@@ -1,42 +1,37 @@
 """Utilization clustering: each primary tenant's pattern from its frequency profile, then classes.
 
-Two steps, both on each tenant's "average server" CPU series (``TenantSeries``):
+Both steps work on each tenant's "average server" CPU series (``TenantSeries``); the full rationale,
+with measured numbers, is in ``docs/clustering.md``.
 
-1. **Pattern** (``classify_patterns``): a batched real FFT of every series gives its power spectrum
-   ``P[k] = |rfft(x)[k]|^2`` at ``k`` cycles per series. With ``T`` slots of ``interval_s`` seconds a
-   daily cycle sits at ``k_day = T * interval_s / 86400`` and a weekly one at ``k_week = T *
-   interval_s / 604800``. Three numbers per tenant decide:
+1. **Pattern** (``classify_patterns`` / ``frequency_profile``): missing slots are filled with the
+   row mean, then a batched real FFT (float32, by chunks of rows) gives the one-sided power
+   ``P[k] = |rfft(x)[k]|^2`` at ``k`` cycles per series. With ``T`` slots of ``interval_s`` seconds,
+   a daily cycle sits at ``k_day = T * interval_s / 86400`` and a weekly one at ``k_week =
+   T * interval_s / 604800``. Per tenant:
 
-   - ``periodic_energy_frac`` = energy in the bins within ``peak_halfwidth_bins`` of the daily
-     harmonics ``h * k_day`` (h = 1..``daily_harmonics``) and the weekly ones ``h * k_week``
-     (h = 1..``weekly_harmonics``), over all non-DC energy ``sum_{k>=1} P[k]``. A period only counts
-     when the series holds at least ``min_cycles`` of it (a 1-day trace cannot show a daily cycle).
-   - ``std_cpu`` from the spectrum (Parseval: ``var = (2 * sum_{k>=1} P[k] - P[T/2]) / T^2``, the
-     Nyquist term only for even ``T``), rescaled by ``1 / sqrt(1 - missing_frac)`` because missing
-     slots are filled with the row mean and would otherwise shrink it.
-   - ``cv = std_cpu / mean_cpu`` (coefficient of variation).
+   - white-noise floor per bin ``= median(P[top band]) / ln 2`` (white noise has the same expected
+     power in every bin; its periodogram is exponential, median = ln 2 x mean);
+   - ``std_cpu = sqrt(2 * sum_{k>=1} P[k] / T^2)`` (Parseval) and ``signal_std_cpu``, the same
+     without the noise floor, both divided by ``sqrt(1 - missing_frac)`` (filled slots are flat);
+   - ``periodic_energy_frac``: for each daily harmonic ``h * k_day`` (h = 1..``daily_harmonics``)
+     and weekly one ``h * k_week`` (h = 1..``weekly_harmonics``), the power within
+     ``peak_halfwidth_bins`` of it minus its local background (median power of the nearby
+     non-harmonic bins), summed, over the signal energy. A period counts only when the series holds
+     ``min_cycles`` of it and its background has ``min_background_bins`` bins: a spectrum that just
+     falls with frequency (random walks, trends) earns ~0;
+   - ``periodic_std_cpu = signal_std_cpu * sqrt(periodic_energy_frac)``: the size of the cycle.
 
-   Rule, first match wins: no observed sample -> unpredictable (nothing to predict from);
-   ``std_cpu <= max(constant_max_cv * mean_cpu, constant_max_std_cpu)`` -> constant (whatever shape
-   the variation has, it is too small to matter for harvesting); ``periodic_energy_frac >=
-   periodic_min_energy_frac`` -> periodic; otherwise unpredictable.
-
-   Why these defaults: white measurement noise spreads its energy evenly over the ``T / 2`` bins, so
-   the ~20 target bins of a month of 2-minute slots (10,800 bins) catch well under 1% of it, and a
-   random-walk-like (unpredictable) series keeps most of its energy below the weekly bin; a real
-   daily pattern puts most of its energy on the first few daily harmonics. A 30% threshold sits far
-   from both (a daily sine keeps >= 30% even when white noise carries twice its energy), and
-   ``constant_max_cv = 0.1`` calls a series constant when it typically stays within ~10% of its
-   level. ``constant_max_std_cpu = 0.01`` (1% of the cores) keeps near-idle tenants, whose cv is
-   large only because the mean is tiny, constant.
+   Rule, first match wins: no observed sample -> unpredictable; ``periodic_energy_frac >=
+   periodic_min_energy_frac`` (0.5) and ``periodic_std_cpu >= periodic_min_std_cpu`` (0.015) ->
+   periodic; ``signal_std_cpu <= max(constant_max_cv * mean_cpu, constant_max_std_cpu)`` (0.1, 0.03)
+   -> constant; otherwise unpredictable.
 
 2. **Classes** (``UtilizationClustering``): K-means within each pattern on features in CPU-fraction
-   units (so no rescaling is needed and distances are CPU differences): the average and the peak
-   (``peak_percentile``) of the tenant's series, and for periodic tenants also its hour-of-day
-   profile minus its average, divided by ``sqrt(24)`` so the whole profile weighs as one RMS
-   difference. ``k`` per pattern is the one in ``2..max_classes_per_pattern`` with the best
-   silhouette (classes as separated as possible, so each class's tags describe its tenants), unless
-   ``n_classes_per_pattern`` fixes it. Each class is tagged from its server-weighted average series.
+   units (distances are CPU differences, no rescaling): average and peak (``peak_percentile``), plus
+   for periodic tenants the hour-of-day profile minus the average, divided by ``sqrt(24)`` so the
+   whole profile weighs as one RMS difference. ``k`` per pattern by ``k_rule`` (default: the
+   smallest k whose RMS distance to the class centres is <= ``class_tolerance_cpu``). Each class is
+   tagged (avg, peak, current) from the server-weighted average series of its tenants.
 """
 
 from __future__ import annotations
