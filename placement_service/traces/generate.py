@@ -275,7 +275,15 @@ def _samples(
         if down_slots:
             first = int(np.ceil(t / interval_s))
             down.setdefault(int(s), []).append((first, first + down_slots))
-    parts_t, parts_server, parts_tenant, parts_cpu, parts_mem = [], [], [], [], []
+    # Preallocate for every sampled server and slot; rows are filled tenant by tenant and the
+    # arrays trimmed at the end (one copy of the samples in memory, not two).
+    capacity = sum(len(v) for v in sampled) * n_slots
+    ts_out = np.empty(capacity, dtype=np.float64)
+    server_out = np.empty(capacity, dtype=np.int32)
+    tenant_out = np.empty(capacity, dtype=np.int32)
+    cpu_out = np.empty(capacity, dtype=np.float64)
+    mem_out = np.empty(capacity, dtype=np.float64)
+    pos = 0
     for i, pattern in enumerate(patterns):
         rng = np.random.default_rng([seed, _SERIES, i])
         weekly = pattern is Pattern.PERIODIC and rng.random() < cfg.weekly_frac
@@ -296,27 +304,29 @@ def _samples(
             for lo, hi in down.get(int(s), ()):
                 present[row, max(lo, 0) : max(min(hi, n_slots), 0)] = False
         rows, cols = np.nonzero(present)
-        parts_t.append(slot_t[cols])
-        parts_server.append(servers[rows])
-        parts_tenant.append(np.full(len(rows), i, dtype=np.int64))
-        parts_cpu.append(cpu[rows, cols])
-        parts_mem.append(mem[rows, cols])
-    server_idx = np.concatenate(parts_server) if parts_server else np.empty(0, dtype=np.int64)
-    tenant_idx = np.concatenate(parts_tenant) if parts_tenant else np.empty(0, dtype=np.int64)
+        end = pos + len(rows)
+        ts_out[pos:end] = slot_t[cols]
+        server_out[pos:end] = servers[rows]
+        tenant_out[pos:end] = i
+        cpu_out[pos:end] = cpu[present]
+        mem_out[pos:end] = mem[present]
+        pos = end
+    server_idx, tenant_idx = server_out[:pos], tenant_out[:pos]
     # Environment of each tenant, as codes.
     env_u, env_code = np.unique(np.asarray(env_names, dtype=object).astype(str), return_inverse=True)
+    env_idx = env_code.astype(np.int32)[tenant_idx]
     t_names = np.asarray(tenant_names, dtype=object)
     samples = UtilizationSamples(
-        timestamp_s=np.concatenate(parts_t) if parts_t else np.empty(0),
+        timestamp_s=ts_out[:pos],
         server=categorical(server_names, server_idx),
         tenant=categorical(t_names, tenant_idx),
-        cpu=np.concatenate(parts_cpu) if parts_cpu else np.empty(0),
-        memory=np.concatenate(parts_mem) if parts_mem else np.empty(0),
-        environment=categorical(env_u.astype(object), env_code[tenant_idx]),
+        cpu=cpu_out[:pos],
+        memory=mem_out[:pos],
+        environment=categorical(env_u.astype(object), env_idx),
     )
     samples.with_factorized("server", np.asarray(server_names, dtype=object), server_idx)
     samples.with_factorized("tenant", t_names, tenant_idx)
-    return samples.with_factorized("environment", env_u.astype(object), env_code[tenant_idx])
+    return samples.with_factorized("environment", env_u.astype(object), env_idx)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -113,21 +113,31 @@ class UtilizationSamples:
         return self
 
 
+def _code_dtype(n: int) -> type[np.signedinteger]:
+    return np.int32 if n < 2**31 else np.int64
+
+
 def _compact(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Drop names no row uses (e.g. unused entries of a Parquet dictionary) and re-map the codes."""
     used = np.bincount(codes, minlength=len(names)) > 0 if len(codes) else np.zeros(len(names), dtype=bool)
     if used.all():
         return names, codes
-    new_code = np.cumsum(used) - 1
+    new_code = (np.cumsum(used) - 1).astype(_code_dtype(len(names)))
     return names[used], new_code[codes]
 
 
 def _sorted_codes(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Re-map codes so that ``names`` is sorted and holds only used names (only names are sorted)."""
-    names, codes = _compact(np.asarray(names, dtype=object), np.asarray(codes, dtype=np.int64))
+    """Re-map codes so that ``names`` is sorted and holds only used names (only names are sorted).
+
+    Codes are int32 (int64 beyond 2**31 names); the mapping is skipped when already in order.
+    """
+    names, codes = _compact(np.asarray(names, dtype=object), np.asarray(codes))
     order = np.argsort(names.astype(str), kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
+    dtype = _code_dtype(len(names))
+    if np.array_equal(order, np.arange(len(order))):
+        return names, codes.astype(dtype, copy=False)
+    rank = np.empty(len(order), dtype=dtype)
+    rank[order] = np.arange(len(order), dtype=dtype)
     return names[order], rank[codes]
 
 
@@ -336,14 +346,14 @@ def _string_column(path: PathLike, table: pa.Table, name: str) -> tuple[np.ndarr
             arr = arr.combine_chunks()
         names, codes = _compact(
             np.asarray(arr.dictionary.to_numpy(zero_copy_only=False), dtype=object),
-            np.asarray(arr.indices.to_numpy(zero_copy_only=False), dtype=np.int64),
+            np.asarray(arr.indices.to_numpy(zero_copy_only=False)),
         )
     else:
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             col = pc.cast(col, pa.string())  # numbers used as names
         enc = pc.dictionary_encode(col.combine_chunks())
         names = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
-        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False))
     blank = np.fromiter((not str(n).strip() for n in names), dtype=bool, count=len(names))
     if blank.any():
         bad_rows = blank[codes]
@@ -416,16 +426,23 @@ def load_utilization(
     is an error.
     """
     table = _read_table(path, UTILIZATION_COLUMNS, UTILIZATION_OPTIONAL)
+    # Convert column by column, dropping each Arrow column once converted (lower peak memory).
     ts = _timestamp_s(path, table)
+    table = table.drop_columns(["timestamp"])
     server_names, server_codes = _string_column(path, table, "server")
+    table = table.drop_columns(["server"])
     tenant_names, tenant_codes = _string_column(path, table, "tenant")
+    table = table.drop_columns(["tenant"])
     cpu = _fraction_column(path, table, "cpu", percent=cpu_percent)
-    memory = (
-        _fraction_column(path, table, "memory", percent=cpu_percent)
-        if "memory" in table.column_names
-        else None
-    )
-    environment = _strings(path, table, "environment") if "environment" in table.column_names else None
+    table = table.drop_columns(["cpu"])
+    memory = None
+    if "memory" in table.column_names:
+        memory = _fraction_column(path, table, "memory", percent=cpu_percent)
+        table = table.drop_columns(["memory"])
+    env: tuple[np.ndarray, np.ndarray] | None = None
+    if "environment" in table.column_names:
+        env = _string_column(path, table, "environment")
+    del table
     _check_known(path, server_names, server_codes, known_servers)
     _check_duplicates(path, server_codes, server_names, ts)
     _check_one_tenant_per_server(path, server_names, server_codes, tenant_names, tenant_codes)
@@ -436,8 +453,10 @@ def load_utilization(
         tenant=categorical(tenant_names, tenant_codes),
         cpu=cpu,
         memory=memory,
-        environment=environment,
+        environment=categorical(*env) if env is not None else None,
     )
+    if env is not None:
+        samples.with_factorized("environment", *env)
     samples.with_factorized("server", server_names, server_codes)
     return samples.with_factorized("tenant", tenant_names, tenant_codes)
 
@@ -608,7 +627,7 @@ def _dict_array(samples: UtilizationSamples, column: str) -> pa.Array:
     """A text column as a dictionary array (codes + distinct names), built without per-row strings."""
     names, codes = samples.factorize(column)
     return pa.DictionaryArray.from_arrays(
-        pa.array(codes.astype(np.int32)), pa.array([str(n) for n in names], type=pa.string())
+        pa.array(codes.astype(np.int32, copy=False)), pa.array([str(n) for n in names], type=pa.string())
     )
 
 
