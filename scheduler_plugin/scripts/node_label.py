@@ -45,7 +45,10 @@ def valid_label(label: str) -> bool:
 def _parse_args(argv: list[str]) -> tuple[str, float]:
     state_dir = os.environ.get("HARVEST_STATE_DIR", DEFAULT_STATE_DIR)
     max_age_s = os.environ.get("HARVEST_LABEL_MAX_AGE_S", str(DEFAULT_MAX_AGE_S))
-    args = list(argv)
+    # The NodeManager passes ...provider.script.opts split at commas (Configuration.getStrings), so
+    # "--state-dir=/x,--max-age-s=600" arrives as two arguments; a value written with spaces
+    # ("--state-dir /x --max-age-s 600") arrives as one and is split here.
+    args = [part for arg in argv for part in arg.split()]
     while args:
         arg = args.pop(0)
         if arg in ("-h", "--help"):

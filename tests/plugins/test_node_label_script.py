@@ -89,3 +89,12 @@ def test_installed_copy_runs_by_its_own_shebang(tmp_path: Path) -> None:
     proc = subprocess.run([str(installed), "--state-dir", str(state)], capture_output=True, text=True, timeout=30,
                           check=False)
     assert (proc.returncode, proc.stdout) == (0, "NODE_PARTITION:constant-7\n")
+
+
+@pytest.mark.parametrize("opts", [["--state-dir={d}", "--max-age-s=600"], ["--state-dir {d} --max-age-s 600"]],
+                         ids=["comma-split", "one-string"])
+def test_arguments_as_the_nodemanager_passes_them(tmp_path: Path, opts: list[str]) -> None:
+    # yarn.nodemanager.node-labels.provider.script.opts is split at commas by Configuration.getStrings.
+    write_label(tmp_path, "periodic-4\n")
+    proc = run(*[o.format(d=tmp_path) for o in opts])
+    assert (proc.returncode, proc.stdout) == (0, "NODE_PARTITION:periodic-4\n")
