@@ -149,25 +149,29 @@ def simulate_durability(
         # 1. creations.
         stop = int(np.searchsorted(create_t, t1, side="left"))
         if stop > next_block:
-            new_pos: list[int] = []
-            new_srv: list[int] = []
-            for b in range(next_block, stop):
+            done_b: list[int] = []
+            done_k: list[int] = []
+            done_s: list[int] = []
+            for b, w in zip(range(next_block, stop), writer[next_block:stop].tolist(), strict=True):
                 try:
-                    res = placer.place(names[writer[b]], replicas, rng=place_rng)
+                    res = placer.place(names[w], replicas, rng=place_rng)
                 except PlacementError:
                     failed += 1
                     continue
                 relaxed += res.relaxed
                 for k, name in enumerate(res.targets):
-                    s = index[name]
-                    rep[b, k] = s
-                    new_pos.append(b * replicas + k)
-                    new_srv.append(s)
-                alive[b] = len(res.targets)
-                if 0 < alive[b] < replicas and not queued[b]:
-                    queued[b] = True
-                    queue = np.append(queue, b)
-            idx.log(np.array(new_pos, dtype=np.int64), np.array(new_srv, dtype=np.int32))
+                    done_b.append(b)
+                    done_k.append(k)
+                    done_s.append(index[name])
+            bb = np.array(done_b, dtype=np.int64)
+            ss = np.array(done_s, dtype=np.int32)
+            rep[bb, np.array(done_k, dtype=np.int64)] = ss
+            created = np.arange(next_block, stop)
+            alive[created] = (rep[created] >= 0).sum(axis=1)
+            short = created[(alive[created] > 0) & (alive[created] < replicas)]
+            queued[short] = True
+            queue = np.concatenate([queue, short])
+            idx.log(bb * replicas + np.array(done_k, dtype=np.int64), ss)
             next_block = stop
         # 2. reimages.
         stop_r = int(np.searchsorted(reimages.time_s, t1, side="left"))
@@ -205,26 +209,29 @@ def simulate_durability(
             rank = np.empty(q.size, dtype=np.int64)
             rank[order] = np.arange(q.size) - first
             ok = rank < np.floor(tokens[src])
-            new_pos = []
-            new_srv = []
-            for b in q[ok]:
-                row = rep[b]
-                holders = [names[x] for x in row[row >= 0]]
+            sel = q[ok]
+            got_b: list[int] = []
+            got_k: list[int] = []
+            got_s: list[int] = []
+            for b, row in zip(sel.tolist(), rep[sel].tolist(), strict=True):
+                holders = [names[x] for x in row if x >= 0]
                 try:
                     res = placer.place(None, 1, existing=holders, rng=place_rng)
                 except PlacementError:
                     failed += 1
                     continue
-                s = index[res.targets[0]]
-                k = int(np.flatnonzero(row < 0)[0])
-                rep[b, k] = s
-                alive[b] += 1
-                new_pos.append(int(b) * replicas + k)
-                new_srv.append(s)
-                repairs += 1
+                got_b.append(b)
+                got_k.append(row.index(-1))
+                got_s.append(index[res.targets[0]])
+            if got_b:
+                gb = np.array(got_b, dtype=np.int64)
+                gk = np.array(got_k, dtype=np.int64)
+                gs = np.array(got_s, dtype=np.int32)
+                rep[gb, gk] = gs
+                alive[gb] += 1
+                repairs += len(got_b)
+                idx.log(gb * replicas + gk, gs)
             np.subtract.at(tokens, src[ok], 1.0)
-            if new_pos:
-                idx.log(np.array(new_pos, dtype=np.int64), np.array(new_srv, dtype=np.int32))
             done = alive[q] >= replicas
             queued[q[done]] = False
             queue = q[~done]
