@@ -155,7 +155,8 @@ def pick_from(pool: _Pool, draw: _Uniforms, taken: Collection[int]) -> int | Non
 class PlacerBase:
     """Free-space and busy bookkeeping shared by the placers (one server = one inventory row).
 
-    A server is *usable* when it is not busy and has at least one block of free space.
+    A server is *usable* when it is not busy and has at least one block of free space. Placers are
+    not thread-safe: callers serialize ``place`` and the state updates (one lock per placer).
     """
 
     def __init__(self, inventory: Inventory, config: PlacementConfig, seed: int) -> None:
