@@ -38,6 +38,7 @@ case "$role" in
     exec /opt/testbed/scripts/worker.sh
     ;;
   hiveserver2)
+    export HADOOP_CLASSPATH="$TEZ_CONF_DIR:$TEZ_HOME/*:$TEZ_HOME/lib/*"   # Tez client for Hive only
     if [ ! -d /var/lib/hive/metastore_db ]; then
       log "initialising the embedded Derby metastore"
       (cd /var/lib/hive && schematool -dbType derby -initSchema)
@@ -51,6 +52,7 @@ case "$role" in
       --rm-url http://resourcemanager:8088 --capacity-scheduler-file "$CONF/capacity-scheduler.xml"
     ;;
   tpcds)
+    export HADOOP_CLASSPATH="$TEZ_CONF_DIR:$TEZ_HOME/*:$TEZ_HOME/lib/*"
     wait_for hiveserver2 10000 900
     exec /opt/testbed/scripts/run-tpcds.sh "$@"
     ;;
