@@ -6,6 +6,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from placement_service.core.selection import (
     ClassSelector,
@@ -208,3 +210,47 @@ def test_bad_demand_and_duplicate_ids() -> None:
 def test_no_classes_means_wait() -> None:
     out = ClassSelector([]).select_typed(JobType.LONG, 1, np.random.default_rng(0))
     assert out.classes == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    specs=st.lists(
+        st.tuples(
+            st.sampled_from(list(Pattern)),
+            st.floats(0.0, 1.0),
+            st.floats(0.0, 1.0),
+            st.floats(0.0, 1.0),
+            st.sampled_from([0.0, 8.0, 100.0, 1000.0]),
+        ),
+        max_size=8,
+    ),
+    jt=st.sampled_from(list(JobType)),
+    req=st.integers(1, 3000),
+    reserve=st.sampled_from([0.0, 0.33]),
+    seed=st.integers(0, 1000),
+)
+def test_selection_answers_are_consistent_with_capacities(
+    specs: list[tuple[Pattern, float, float, float, float]],
+    jt: JobType,
+    req: int,
+    reserve: float,
+    seed: int,
+) -> None:
+    classes = [
+        UtilizationClass(f"c{i}", p, avg, max(avg, peak), cur, (), 0, cores)
+        for i, (p, avg, peak, cur, cores) in enumerate(specs)
+    ]
+    sel = ClassSelector(classes, SelectionConfig(reserve_frac=reserve))
+    cap = dict(zip(sel.ids, sel.capacities(jt), strict=True))
+    eligible = {cid for cid, w in zip(sel.ids, sel.weighted_headrooms(jt), strict=True) if w > 0}
+    out = sel.select_typed(jt, req, np.random.default_rng(seed)).classes
+    fits_alone = {cid for cid in eligible if cap[cid] >= req}
+    assert len(set(out)) == len(out) and set(out) <= eligible
+    if fits_alone:
+        assert len(out) == 1 and out[0] in fits_alone
+    elif sum(cap[c] for c in eligible) >= req:
+        assert len(out) >= 2
+        assert sum(cap[c] for c in out) >= req * (1 - 1e-9)
+        assert sum(cap[c] for c in out[:-1]) < req  # stops as soon as the demand is covered
+    else:
+        assert out == ()
