@@ -38,3 +38,10 @@ def test_shim_class_named_in_hdfs_site_exists() -> None:
     text = (CONF / "hdfs-site.xml").read_text()
     assert "<value>org.harvest.hdfs.HarvestBlockPlacementPolicy</value>" in text
     assert (REPO / "scheduler_plugin/java/src/main/java/org/harvest/hdfs/HarvestBlockPlacementPolicy.java").exists()
+
+
+def test_committed_capacity_scheduler_sums_up() -> None:
+    from tests.plugins.test_capacity_scheduler import check_tree, parse
+
+    props = parse((CONF / "capacity-scheduler.xml").read_text())
+    check_tree(props, ["constant-0", "periodic-0", "unpredictable-0"])

@@ -77,3 +77,12 @@ def test_cli_writes_files_atomically(fixtures: Path, tmp_path: Path) -> None:
     topo = tmp_path / "topology.map"
     assert main(["topology-map", "--inventory", str(fixtures / "inventory.csv"), "--out", str(topo)]) == 0
     assert list(tmp_path.iterdir()) and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_hosts_file_needs_a_grid(fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads((fixtures / "classes.json").read_text())
+    del doc["grid"]
+    classes = tmp_path / "classes.json"
+    classes.write_text(json.dumps(doc))
+    assert main(["hosts-file", "--classes", str(classes), "--inventory", str(fixtures / "inventory.csv")]) == 2
+    assert "has no 'grid'" in capsys.readouterr().err
