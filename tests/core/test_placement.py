@@ -162,17 +162,14 @@ def test_distinct_rows_and_columns_whenever_the_cells_with_space_allow(
     _check_round_diversity(c, res.targets)
 
 
-def _full_grid(
-    tenants_per_cell: int = 2, servers: int = 3, storage_gb: float = 10.0, shared_env: bool = False
-) -> Cluster:
+def _full_grid(tenants_per_cell: int = 2, servers: int = 3, storage_gb: float = 10.0) -> Cluster:
     rows, grid = [], {}
     for cell in range(9):
         for j in range(tenants_per_cell):
             tenant = f"c{cell}-t{j}"
             grid[tenant] = GridCell(cell // 3, cell % 3)
             for k in range(servers):
-                env = "e" if shared_env else f"env-{tenant}"
-                rows.append((f"{tenant}-s{k}", tenant, env, f"r{k}", storage_gb))
+                rows.append((f"{tenant}-s{k}", tenant, f"env-{tenant}", f"r{k}", storage_gb))
     return Cluster(make_inventory(rows), grid, set(), set(), [None])
 
 
