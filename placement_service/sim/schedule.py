@@ -301,9 +301,12 @@ def simulate_schedule(
         used = np.bincount(run.server, minlength=n)
         free = np.maximum(0, cap - used)
         # 4. launch.
+        router_fresh = False  # YARN-H: class use is pushed to the selector only before a decision
         if system is YarnSystem.H:
             assert router is not None and select_rng is not None
-            router.update(primary, used)
+            if waiting:
+                router.update(primary, used)
+                router_fresh = True
             still: list[int] = []
             for j in waiting:
                 tmpl = int(arrivals.template[j])
@@ -338,6 +341,9 @@ def simulate_schedule(
                     if servers.size == 0:
                         stalled = t - j_progress[j]
                         if config.h_reselect_after_s > 0 and stalled >= config.h_reselect_after_s:
+                            if not router_fresh:
+                                router.update(primary, np.bincount(run.server, minlength=n))
+                                router_fresh = True
                             tmpl = int(arrivals.template[j])
                             again = router.route(templates[tmpl], last_duration.get(tmpl), select_rng)
                             if again.size:
@@ -352,7 +358,6 @@ def simulate_schedule(
                     np.subtract.at(free, chosen, 1)
                     if not free.any():
                         break
-                router.update(primary, np.bincount(run.server, minlength=n))
             else:
                 servers = np.flatnonzero(free > 0)
                 want = int(min(v_pending[rv].sum(), free.sum()))
