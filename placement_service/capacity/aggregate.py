@@ -75,17 +75,22 @@ def aggregate(problem: Problem) -> Aggregate:
     region, requests = problem.region, problem.requests
     n_hw = len(region.hardware_names)
     avail = region.available.astype(bool)
-    # 1. classes: (hardware, datacenter, msb) of available servers
-    key = (region.hardware.astype(np.int64) * len(region.datacenter_names) + region.datacenter) * len(
-        region.msb_names
-    ) + region.msb
-    uniq, inverse = np.unique(key[avail], return_inverse=True)
+    # 1. classes: (hardware, datacenter, msb) of available servers (one class per server when the
+    #    settings turn symmetry aggregation off: the plain per-server model, for comparison)
+    if problem.settings.aggregate_symmetric:
+        key = (region.hardware.astype(np.int64) * len(region.datacenter_names) + region.datacenter) * len(
+            region.msb_names
+        ) + region.msb
+    else:
+        key = np.arange(len(region), dtype=np.int64)
+    uniq, first, inverse = np.unique(key[avail], return_index=True, return_inverse=True)
     server_class = np.full(len(region), -1, dtype=np.int64)
     server_class[avail] = inverse
     n_msb, n_dc = len(region.msb_names), len(region.datacenter_names)
-    class_msb = (uniq % n_msb).astype(np.int64)
-    class_dc = ((uniq // n_msb) % n_dc).astype(np.int64)
-    class_hw = (uniq // (n_msb * n_dc)).astype(np.int64)
+    members = np.flatnonzero(avail)[first]
+    class_msb = region.msb[members].astype(np.int64)
+    class_dc = region.datacenter[members].astype(np.int64)
+    class_hw = region.hardware[members].astype(np.int64)
     class_size = np.bincount(inverse, minlength=len(uniq)).astype(np.int64)
     # 2. entities: reservations then shared buffers
     names = tuple(r.id for r in requests) + tuple(shared_buffer_name(h) for h in region.hardware_names)

@@ -62,6 +62,9 @@ class Settings:
     method: Method = Method.AUTO
     fix_satisfied: bool = True  # re-solve: reservations whose servers already satisfy them do not move
     threads: int = 1
+    aggregate_symmetric: bool = True  # False: one class per server (the plain per-server model)
+    mip_max_pairs: int = 100_000  # above this many (class, entity) pairs branch-and-bound is skipped
+    integer_buffer_cut: bool = True  # the valid cut b_r >= K v_min (see ras_model constraint 6c)
     seed: int = 0
 
 

@@ -157,6 +157,8 @@ def build_plan(
         "moves_in_use": sum(1 for m in moves if m["in_use"]),
         "moves_frac": len(moves) / max(1, n_avail),
         "moves_in_use_frac": sum(1 for m in moves if m["in_use"]) / max(1, n_avail),
+        "newly_assigned": sum(1 for s, e in assignment.items() if e is not None and previous.get(s) is None)
+        if previous else 0,
         "harvestable": len(harvestable),
         "embedded_buffer_servers": buffer_servers,
         "embedded_buffer_frac": buffer_servers / max(1e-9, requested_servers + buffer_servers),

@@ -169,7 +169,7 @@ def build(agg: Aggregate, requests: tuple[Request, ...], settings: Settings) -> 
     # b_r >= K v_min; relaxed through the shortfall s_r once s_r >= eps = C - (K - 1) v_max (n_F - 1):
     # b_r + (K v_min / eps) s_r >= K v_min
     cut_r, cut_k, cut_eps = _buffer_cuts(agg, msb_group_res)
-    if len(cut_r):
+    if len(cut_r) and settings.integer_buffer_cut:
         add(
             np.concatenate([np.arange(len(cut_r)), np.arange(len(cut_r))]),
             np.concatenate([b0 + cut_r, s0 + cut_r]),

@@ -29,9 +29,6 @@ from placement_service.capacity.repair import greedy, round_and_repair
 
 logger = logging.getLogger(__name__)
 
-MIP_MAX_PAIRS = 100_000  # above this many (class, entity) pairs branch-and-bound is skipped
-
-
 @dataclass(frozen=True)
 class Candidate:
     label: str
@@ -133,7 +130,7 @@ def _solve_counts(agg: Aggregate, problem: Problem, t_start: float) -> tuple[np.
     if st.method == Method.GREEDY or (st.method == Method.AUTO and (not cands or problem.previous)):
         t0 = time.monotonic()
         add("greedy", greedy(agg, st), t0)
-    if st.method in (Method.AUTO, Method.MIP) and agg.n_pairs <= MIP_MAX_PAIRS:
+    if st.method in (Method.AUTO, Method.MIP) and agg.n_pairs <= st.mip_max_pairs:
         left = deadline - time.monotonic()
         best = min(cands, key=lambda c: c.objective) if cands else None
         already = best is not None and best.objective - bound <= st.mip_rel_gap * max(abs(best.objective), 1e-9)
