@@ -120,10 +120,8 @@ def _select_tpcds(classes_json: Path, out_path: Path, *, seed: int, warehouse_tb
     table = ClassTable.from_json(json.loads(classes_json.read_text()), source=str(classes_json))
     selector = ClassSelector(table.classes, SelectionConfig(reserve_frac=1.0 / 3.0))
     rng = np.random.default_rng(seed)
-    # The plans' byte estimates are for a 30 TB warehouse; a smaller warehouse has proportionally
-    # fewer 256 MB splits and reducer inputs, i.e. the same DAG with bytes-per-task scaled up.
-    shrink = 30.0 / warehouse_tb
-    jobs = tpcds_jobs(map_bytes_per_task=int(256 * 2**20 * shrink), reducer_bytes=int(256 * 2**20 * shrink))
+    # The plans' byte estimates are for a 30 TB warehouse; scale them to the demo's warehouse.
+    jobs = tpcds_jobs(bytes_scale=warehouse_tb / 30.0)
     records: list[dict[str, Any]] = []
     for job in jobs:
         sel = selector.select(job, rng)
