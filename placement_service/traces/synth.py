@@ -4,16 +4,16 @@ Pure numpy, driven by a caller-owned ``np.random.Generator``. The three patterns
 the harvesting paper (OSDI'16) and are described with every number in ``docs/generator.md``:
 
 - **periodic** (user-facing services): a strong daily cycle -- a smooth sine, a business-hours bump or
-  a morning + evening double peak -- at a random peak hour, peak-to-trough 0.12..0.45 of the cores,
+  a morning + evening double peak -- at a random peak hour, peak-to-trough 0.08..0.45 of the cores,
   day-to-day amplitude jitter, a slow drift, a few short spikes; ``weekly=True`` adds a weekend
   (2 of every 7 days) with a smaller cycle and a lower level, i.e. weekly and daily peaks in the FFT;
 - **constant** (crawlers, scrubbers, storage back ends): a flat level with small slow fluctuation
   (std 0.004..0.012), at most two small persistent steps (0.01..0.03), an optional barely visible
   diurnal ripple (<= 0.01 peak-to-trough);
 - **unpredictable** (testing, development, ad-hoc analytics): a low base plus one to three irregular
-  components -- regime changes (piecewise levels), bursts (random start, random length, random
-  height) and a slow mean-reverting random walk -- scaled so their std is at least 0.05; some carry a
-  weak diurnal component (<= 0.04 peak-to-trough), so "has some daily energy" alone is not enough.
+  components -- regime changes (piecewise levels, ~12 a month), bursts (random start, random
+  length, random height) and a mean-reverting random walk (correlation time 6 h..2 days) -- scaled so their std is at least 0.05; some carry a
+  weak diurnal component (<= 0.06 peak-to-trough), so "has some daily energy" alone is not enough.
 
 Every pattern gets white measurement noise of std ``noise`` and is clipped to [0, 1]. The classes
 are separable by their frequency profile (a dominant daily/weekly line; almost no energy outside
@@ -130,7 +130,7 @@ def _periodic(
     phase = float(rng.uniform(0, WEEK_S if weekly else DAY_S)) if phase_s is None else float(phase_s)
     kind = int(rng.integers(0, 3))
     width_h = float(rng.uniform(8.0, 14.0))
-    swing = float(rng.uniform(0.12, 0.45))  # peak-to-trough of a weekday
+    swing = float(rng.uniform(0.08, 0.45))  # peak-to-trough of a weekday
     swing = min(swing, 2 * max(mean - 0.02, 0.02), 2 * (0.95 - mean))
     local = t - phase
     hour = (local % DAY_S) / 3600.0
@@ -199,7 +199,7 @@ def _unpredictable(
         x += 0.01 - float(x.min())
     if rng.random() < 0.3:  # weak diurnal component: testers work in the daytime, loosely
         phase = float(rng.uniform(0, DAY_S)) if phase_s is None else float(phase_s)
-        x += 0.5 * float(rng.uniform(0.01, 0.04)) * np.cos(2 * np.pi * (t - phase) / DAY_S)
+        x += 0.5 * float(rng.uniform(0.01, 0.06)) * np.cos(2 * np.pi * (t - phase) / DAY_S)
     x += ar1(n, float(rng.uniform(0.005, 0.015)), 1800.0, interval_s, rng)
     return x
 
