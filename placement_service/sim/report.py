@@ -119,13 +119,20 @@ SECTIONS = {"schedule": _schedule, "durability": _durability, "availability": _a
 
 
 def write_report(
-    result_dirs: Sequence[Path], out: Path, figures_dir: Path | None = None, *, notes: str = "", title: str = ""
+    result_dirs: Sequence[Path],
+    out: Path,
+    figures_dir: Path | None = None,
+    *,
+    notes: str = "",
+    tail: str = "",
+    title: str = "",
 ) -> Path:
     """Write the Markdown report ``out`` (figures under ``figures_dir``, default ``out``'s folder)."""
     fig_root = figures_dir or out.parent / "figures" / "sim"
     lines = [f"# {title or 'Simulation results'}", ""]
     if notes:
         lines += [notes.strip(), ""]
+    head = len(lines)
     all_checks: list[str] = []
     for d in result_dirs:
         doc = read_results(d)
@@ -134,10 +141,13 @@ def write_report(
         settings = doc.get("settings", {})
         fig_dir = fig_root / Path(d).name
         paths = []
+        fig_dir.mkdir(parents=True, exist_ok=True)
         for p in sorted(Path(d).glob("*.png")):
-            fig_dir.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p, fig_dir / p.name)
             paths.append(fig_dir / p.name)
+        for name in ("results.json", "results.csv"):
+            if (Path(d) / name).exists() and Path(d).resolve() != fig_dir.resolve():
+                shutil.copyfile(Path(d) / name, fig_dir / name)
         if not paths:
             paths = figures_for(doc, fig_dir, title=section)
         rows, checks = SECTIONS[kind](doc)
@@ -147,9 +157,11 @@ def write_report(
         lines.append("Settings: " + ", ".join(f"`{k}={settings[k]}`" for k in keys if k in settings))
         lines += ["", *rows, "", "Checks:", "", *(checks or ["- (no paired points to check)"]), ""]
         for p in paths:
-            rel = Path(*[".."] * 0) / p.relative_to(out.parent) if p.is_relative_to(out.parent) else p
+            rel = p.relative_to(out.parent) if p.is_relative_to(out.parent) else p
             lines.append(f"![{p.stem}]({rel.as_posix()})")
         lines.append("")
-    lines[2:2] = ["## Claims checked", "", *all_checks, ""]
+    lines[head:head] = ["## Claims checked", "", *all_checks, ""]
+    if tail:
+        lines += [tail.strip(), ""]
     atomic_write_text(out, "\n".join(lines) + "\n")
     return out

@@ -1,0 +1,120 @@
+"""Regenerate ``docs/results.md``: run every simulator experiment, then write the report.
+
+    .venv/bin/python benchmarks/run_results.py                 # full scale (~1-2 h on 2 cores)
+    .venv/bin/python benchmarks/run_results.py --quick         # small datacenters, a few minutes
+    .venv/bin/python benchmarks/run_results.py --report-only   # re-write the report from --work
+
+Each experiment is one ``harvest sim ...`` command writing ``WORK/<name>/results.json``; an
+experiment whose results already exist is skipped unless ``--force`` (so an interrupted run
+resumes). ``--parallel 2`` runs two at once. The report (``harvest sim report`` underneath) copies
+figures and result files to ``docs/figures/sim/<name>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HARVEST = [sys.executable, "-m", "placement_service.cli"]
+
+GEN = ["--generate", "5000", "--generate-seed", "1"]
+AZ = ["--real", "azure", "--real-servers", "5000"]
+PL = ["--real", "planetlab", "--real-servers", "5000"]
+LEVELS = "0.2,0.3,0.4,0.5,0.6"
+
+FULL: dict[str, list[str]] = {
+    "gen-durability": ["durability", *GEN, "--replicas", "3,4", "--blocks", "4000000", "--runs", "1"],
+    "gen-schedule-linear": ["schedule", *GEN, "--levels", LEVELS, "--scaling", "linear", "--runs", "3",
+                            "--days", "7", "--step-s", "120"],
+    "gen-schedule-root": ["schedule", *GEN, "--levels", LEVELS, "--scaling", "root", "--runs", "3",
+                          "--days", "7", "--step-s", "120"],
+    "gen-availability": ["availability", *GEN, "--levels", LEVELS + ",0.7", "--replicas", "3,4", "--runs", "3",
+                         "--blocks", "200000", "--accesses", "1000000", "--days", "21"],
+    "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
+                              "--days", "7", "--step-s", "120"],
+    "azure-durability": ["durability", *AZ, "--replicas", "3,4", "--blocks", "1000000", "--runs", "2"],
+    "azure-availability": ["availability", *AZ, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
+                           "--blocks", "200000", "--accesses", "1000000", "--days", "14"],
+    "planetlab-schedule-linear": ["schedule", *PL, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
+                                  "--days", "6", "--history-days", "3", "--step-s", "120"],
+    "planetlab-durability": ["durability", *PL, "--replicas", "3,4", "--blocks", "1000000", "--runs", "2",
+                             "--history-days", "3"],
+    "planetlab-availability": ["availability", *PL, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
+                               "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3"],
+}
+
+QGEN = ["--generate", "600", "--generate-seed", "1"]
+QUICK: dict[str, list[str]] = {
+    "quick-gen-schedule-linear": ["schedule", *QGEN, "--levels", "0.3,0.45", "--runs", "2", "--days", "2",
+                                  "--step-s", "120"],
+    "quick-gen-durability": ["durability", *QGEN, "--replicas", "3,4", "--blocks", "200000", "--runs", "2"],
+    "quick-gen-availability": ["availability", *QGEN, "--levels", "0.3,0.45", "--replicas", "3", "--runs", "2",
+                               "--blocks", "30000", "--accesses", "200000", "--days", "5"],
+}
+
+NOTES = """\
+Regenerate with `.venv/bin/python benchmarks/run_results.py` (full scale; `--quick` for a small
+version). The model, its parameters and the choices we made are in [simulator.md](simulator.md);
+timings in [bench/sim.md](bench/sim.md). Each check below is computed from the results: **yes**
+means the paper's claim reproduces here, **NO** means it does not (see the discussion at the end).
+Generated datacenters come from `traces.generate.generate_datacenter(5000, seed=1)` (untuned);
+real ones group the public Azure / PlanetLab VMs into tenants (`traces.real`, one tenant per VM,
+servers per VM so the datacenter has ~5,000 servers; reimages from the generator's model because no
+public reimage trace exists).
+"""
+
+
+def run(name: str, argv: list[str], work: Path, force: bool) -> tuple[str, float, int]:
+    out = work / name
+    if (out / "results.json").exists() and not force:
+        return name, 0.0, 0
+    cmd = [*HARVEST, "-v", "sim", *argv, "--out", str(out)]
+    t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    with open(work / f"{name}.log", "w") as log:
+        log.write(f"# {shlex.join(cmd)}\n# load average at start: {os.getloadavg()}\n")
+        log.flush()
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        log.write(f"# load average at end: {os.getloadavg()}\n")
+    return name, time.perf_counter() - t0, rc
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small datacenters (minutes, not hours)")
+    p.add_argument("--work", default="/tmp/harvest-sim-results", help="where experiment outputs go")
+    p.add_argument("--out", default=str(ROOT / "docs" / "results.md"))
+    p.add_argument("--only", help="comma list of experiment names to run")
+    p.add_argument("--parallel", type=int, default=1)
+    p.add_argument("--force", action="store_true", help="re-run experiments whose results exist")
+    p.add_argument("--report-only", action="store_true")
+    p.add_argument("--notes-file", help="Markdown appended after the generated sections (discussion)")
+    args = p.parse_args()
+    plan = QUICK if args.quick else FULL
+    if args.only:
+        plan = {k: v for k, v in plan.items() if k in args.only.split(",")}
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+            for name, wall, rc in pool.map(lambda kv: run(kv[0], kv[1], work, args.force), plan.items()):
+                print(f"{name}: {'skipped (results exist)' if wall == 0 else f'{wall:.0f} s'}, exit {rc}", flush=True)
+    sys.path.insert(0, str(ROOT))
+    from placement_service.sim.report import write_report
+
+    dirs = [work / k for k in plan if (work / k / "results.json").exists()]
+    tail = Path(args.notes_file).read_text() if args.notes_file else ""
+    path = write_report(dirs, Path(args.out), notes=NOTES, tail=tail, title="Simulation results")
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
