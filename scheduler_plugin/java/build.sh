@@ -9,6 +9,8 @@
 #   build.sh --test [--out DIR] [-- TEST-ARGS...]
 #       Compile src/main/java together with the Hadoop stubs and tests under src/test/java (no
 #       Hadoop needed) and run org.harvest.hdfs.ShimTests TEST-ARGS.
+#   build.sh --compile-tests [--out DIR]
+#       The same compilation without running; then: java -cp DIR/classes org.harvest.hdfs.ShimTests ...
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,8 +24,9 @@ while [ $# -gt 0 ]; do
     --classpath) classpath="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --test) mode="test"; shift ;;
+    --compile-tests) mode="compile-tests"; shift ;;
     --) shift; test_args=("$@"); break ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -31,9 +34,12 @@ done
 mkdir -p "$out/classes"
 mapfile -t main_sources < <(find "$here/src/main/java" -name '*.java' | sort)
 
-if [ "$mode" = "test" ]; then
+if [ "$mode" != "jar" ]; then
   mapfile -t test_sources < <(find "$here/src/test/java" -name '*.java' | sort)
   javac --release 8 -Xlint:all -Werror -encoding UTF-8 -d "$out/classes" "${main_sources[@]}" "${test_sources[@]}"
+  if [ "$mode" = "compile-tests" ]; then
+    exit 0
+  fi
   exec java -cp "$out/classes" org.harvest.hdfs.ShimTests "${test_args[@]}"
 fi
 

@@ -42,13 +42,12 @@ def responder(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
     return 500, {"error": "boom"}, 0.0
 
 
-def test_shim_java_unit_tests(tmp_path: Path) -> None:
+def test_shim_java_unit_tests(tmp_path: Path, shim_classes: Path) -> None:
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     with fake_service(responder) as svc:
         proc = subprocess.run(
-            ["bash", str(JAVA_DIR / "build.sh"), "--test", "--out", str(tmp_path / "out"), "--",
-             svc.url, str(token), closed_port_url()],
+            ["java", "-cp", str(shim_classes), "org.harvest.hdfs.ShimTests", svc.url, str(token), closed_port_url()],
             capture_output=True, text=True, timeout=240, check=False,
         )
     lines = proc.stdout.splitlines()
@@ -64,7 +63,7 @@ def test_shim_java_unit_tests(tmp_path: Path) -> None:
     assert body == {"writer": "", "replicas": 3, "excluded": ["dn2.example.com"], "block_size": 128 * 2**20}
     assert headers["Authorization"] == "Bearer s3cret"
     # Compiled for Java 8: class file major version 52.
-    cls = tmp_path / "out" / "classes" / "org" / "harvest" / "hdfs" / "HarvestBlockPlacementPolicy.class"
+    cls = shim_classes / "org" / "harvest" / "hdfs" / "HarvestBlockPlacementPolicy.class"
     assert cls.read_bytes()[6:8] == b"\x00\x34"
 
 

@@ -309,7 +309,31 @@ public final class ShimTests {
     });
   }
 
+  /**
+   * End to end against a real placement service: {@code --e2e URL TOKEN-FILE BLOCKS}. Places
+   * BLOCKS blocks written from dn1 and prints {@code CHOSEN h1,h2,h3} per block for the caller
+   * to check against the service's view of the nodes.
+   */
+  private static void endToEnd(String url, String tokenPath, int blocks) {
+    tokenFile = tokenPath;
+    HarvestBlockPlacementPolicy p = shim(url);
+    for (int i = 0; i < blocks; i++) {
+      DatanodeStorageInfo[] result = p.chooseTarget("/e2e/part-" + i, 3, nodes.get(0),
+          new ArrayList<DatanodeStorageInfo>(), false, new HashSet<Node>(), 128L << 20,
+          new BlockStoragePolicy("HOT"), EnumSet.noneOf(AddBlockFlag.class));
+      StringBuilder line = new StringBuilder("CHOSEN ");
+      for (String h : hosts(result)) {
+        line.append(line.length() > 7 ? "," : "").append(h);
+      }
+      System.out.println(line);
+    }
+  }
+
   public static void main(String[] args) throws Exception {
+    if (args.length > 0 && "--e2e".equals(args[0])) {
+      endToEnd(args[1], args[2], Integer.parseInt(args[3]));
+      return;
+    }
     base = args[0];
     tokenFile = args[1];
     downUrl = args[2] + "/v1/blocks/place";
