@@ -47,6 +47,7 @@ _STRING_COLUMNS = ("server", "tenant", "environment", "rack", "hardware", "datac
 
 # Values this close above 1.0 (rounding in the producer) are accepted and clipped to 1.0.
 _FRACTION_SLACK = 1e-6
+_MAX_EPOCH_S = 1e11
 _ZONE_SUFFIX = r"(Z|z|[+-]\d\d(:?\d\d)?)$"
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 
@@ -279,8 +280,25 @@ def _fraction_column(path: PathLike, table: pa.Table, name: str, *, percent: boo
 
 
 def _timestamp_s(path: PathLike, table: pa.Table, name: str = "timestamp") -> np.ndarray:
-    """Epoch seconds (float64) from numbers, Arrow timestamps or ISO 8601 strings (naive = UTC)."""
+    """Epoch seconds (float64) from numbers, Arrow timestamps or ISO 8601 strings (naive = UTC).
+
+    Numbers above ``_MAX_EPOCH_S`` (year 5138) are rejected: they are almost surely milliseconds.
+    """
+    values = _timestamp_values(path, table, name)
+    too_big = np.abs(values) > _MAX_EPOCH_S
+    if too_big.any():
+        i = _first_true(too_big)
+        raise TraceError(
+            path, f"expected epoch seconds, got {values[i]:.0f} (milliseconds? divide by 1000)", row=i + 1,
+            column=name,
+        )
+    return values
+
+
+def _timestamp_values(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
     col = table.column(name)
+    if len(col) == 0:
+        return np.empty(0, dtype=np.float64)
     what = "epoch seconds or an ISO 8601 time"
     if col.null_count:
         i = _first_true(pc.is_null(col))
@@ -426,6 +444,8 @@ def load_utilization(
     is an error.
     """
     table = _read_table(path, UTILIZATION_COLUMNS, UTILIZATION_OPTIONAL)
+    if table.num_rows == 0:
+        raise TraceError(path, "no samples: expected at least one data row")
     # Convert column by column, dropping each Arrow column once converted (lower peak memory).
     ts = _timestamp_s(path, table)
     table = table.drop_columns(["timestamp"])
@@ -500,6 +520,8 @@ def load_reimages(path: PathLike, *, known_servers: Iterable[str] | None = None)
 def load_inventory(path: PathLike) -> Inventory:
     """Read and validate the inventory: one row per server, unique names, non-negative capacities."""
     table = _read_table(path, INVENTORY_COLUMNS, INVENTORY_OPTIONAL)
+    if table.num_rows == 0:
+        raise TraceError(path, "no servers: expected at least one data row")
     server_names, server_codes = _string_column(path, table, "server")
     counts = np.bincount(server_codes, minlength=len(server_names))
     if (counts > 1).any():

@@ -12,8 +12,9 @@ the harvesting paper (OSDI'16) and are described with every number in ``docs/gen
   diurnal ripple (<= 0.01 peak-to-trough);
 - **unpredictable** (testing, development, ad-hoc analytics): a low base plus one to three irregular
   components -- regime changes (piecewise levels, ~12 a month), bursts (random start, random
-  length, random height) and a mean-reverting random walk (correlation time 6 h..2 days) -- scaled so their std is at least 0.05; some carry a
-  weak diurnal component (<= 0.06 peak-to-trough), so "has some daily energy" alone is not enough.
+  length, random height) and a mean-reverting random walk (correlation time 6 h..2 days) -- scaled
+  so their std is at least 0.05; some carry a weak diurnal component (<= 0.06 peak-to-trough), so
+  "has some daily energy" alone is not enough.
 
 Every pattern gets white measurement noise of std ``noise`` and is clipped to [0, 1]. The classes
 are separable by their frequency profile (a dominant daily/weekly line; almost no energy outside

@@ -45,6 +45,7 @@ UTILIZATION_ERRORS = [
      ["unknown server 's9'"]),
     ("empty server", HEADER + "0,s1,t1,0.5\n0,,t1,0.5\n", {}, 2, "server", ["non-empty"]),
     ("two tenants", HEADER + "0,s1,t1,0.5\n120,s1,t2,0.5\n", {}, 2, "tenant", ["'t2'", "'t1'", "row 1"]),
+    ("milliseconds", HEADER + "1456790400000,s1,t1,0.5\n", {}, 1, "timestamp", ["milliseconds"]),
     ("memory above 1", "timestamp,server,tenant,cpu,memory\n0,s1,t1,0.5,3\n", {}, 1, "memory", ["[0, 1]"]),
 ]
 
@@ -252,3 +253,11 @@ def test_factorize_is_sorted_and_cached():
     names, codes = s.factorize("server")
     assert names.tolist() == ["a", "b"] and codes.tolist() == [1, 0, 1]
     assert s.factorize("server") is s.factorize("server")
+
+
+def test_empty_files(tmp_path):
+    with pytest.raises(TraceError, match="no samples"):
+        io.load_utilization(write(tmp_path / "u.csv", HEADER))
+    with pytest.raises(TraceError, match="no servers"):
+        io.load_inventory(write(tmp_path / "i.csv", INVENTORY_HEADER))
+    assert io.load_reimages(write(tmp_path / "r.csv", "timestamp,server\n")).server == ()
