@@ -315,3 +315,38 @@ def test_bad_inputs_fail_in_fit() -> None:
         UtilizationClustering().fit(
             TenantSeries(("a", "b"), 0.0, 300.0, cpu), cores_per_tenant={"a": -1.0, "b": 2.0}
         )
+
+
+def test_weekly_harmonics_need_three_weeks() -> None:
+    two_weeks = harmonic_windows(int(14 * DAY_S / 300.0), 300.0, PatternThresholds())
+    month = harmonic_windows(N_SLOTS, INTERVAL_S, PatternThresholds())
+    assert {w.kind for w in two_weeks} == {"daily"}
+    assert [w.kind for w in month].count("weekly") == 3
+    assert [w.kind for w in month].count("daily") == 4
+    claimed = np.concatenate([w.bins for w in month])
+    assert len(claimed) == len(set(claimed.tolist()))  # a bin belongs to one harmonic at most
+    for w in month:
+        assert not set(w.background.tolist()) & set(claimed.tolist())
+
+
+def test_periodic_tenants_with_opposite_peak_hours_get_different_classes() -> None:
+    rng = np.random.default_rng(51)
+    day_peakers = [_daily(0.3, 0.12, phase_s=0.0) + rng.normal(0, 0.01, N_SLOTS) for _ in range(6)]
+    night_peakers = [_daily(0.3, 0.12, phase_s=DAY_S / 2) + rng.normal(0, 0.01, N_SLOTS) for _ in range(6)]
+    names = tuple(f"day{i}" for i in range(6)) + tuple(f"night{i}" for i in range(6))
+    series = TenantSeries(names, 0.0, INTERVAL_S, np.array(day_peakers + night_peakers))
+    model = UtilizationClustering().fit(series)
+    assert set(model.patterns_.values()) == {Pattern.PERIODIC}
+    day_classes = {model.tenant_class_[t] for t in names[:6]}
+    night_classes = {model.tenant_class_[t] for t in names[6:]}
+    assert len(day_classes) == 1 and len(night_classes) == 1 and day_classes != night_classes
+
+
+def test_peak_is_never_below_the_average() -> None:
+    rows = np.full((4, 4000), 0.1)
+    rows[:, ::150] = 1.0  # 0.67% of the slots at full load: the 99th percentile is 0.1, the mean higher
+    series = TenantSeries(tuple("abcd"), 0.0, 300.0, rows)
+    model = UtilizationClustering().fit(series)
+    for t in series.tenants:
+        assert model.tenant_peak_cpu_[t] >= model.tenant_avg_cpu_[t] > 0.1
+    assert all(c.peak_cpu >= c.avg_cpu for c in model.classes_)
