@@ -119,7 +119,8 @@ def _cmd_hive(args: argparse.Namespace) -> int:
 
     cfg = BeelineConfig(args.url, args.beeline, tuple(args.beeline_arg or ()), hiveconf_pairs(args.hiveconf or []))
     name = args.name or Path(args.query_file).stem
-    result = run_query(cfg, Path(args.query_file), _router(args), _history(args), name, _estimate(args), args.dry_run)
+    result = run_query(cfg, Path(args.query_file), _router(args), _history(args), name, _estimate(args), args.dry_run,
+                       wait_s=args.wait_s, poll_s=args.poll_s)
     out = {
         "decision": result.decision.to_json(),
         "exit_code": result.exit_code,
@@ -219,6 +220,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--name", help="job name (default: the query file's stem)")
     p.add_argument("--dry-run", action="store_true", help="EXPLAIN and route, print the decision, do not run")
     p.add_argument("--result-json", type=Path, help="also write the run's decision and outcome here (JSON)")
+    p.add_argument("--wait-s", type=float, default=0.0,
+                   help="when no class has room now, keep asking for up to this long (default 0: run at once)")
+    p.add_argument("--poll-s", type=float, default=30.0, help="seconds between those questions (default 30)")
     _add_routing_args(p)
     p.set_defaults(func=_cmd_hive)
 

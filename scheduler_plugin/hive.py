@@ -12,6 +12,10 @@ Steps:
    and stderr pass through, and stderr is also scanned for Tez's vertex summary table
    (``Map 1 .......... container SUCCEEDED 12 12 0 0 0 0``) to learn tasks and killed attempts.
 5. Record the duration (wall clock of step 4), tasks and exit code for next time.
+
+When class selection finds no class with room for the job now, ``--wait-s`` makes step 3 ask again
+every ``--poll-s`` seconds until it does or the wait is over (then the default queue).
+
 """
 
 from __future__ import annotations
@@ -168,6 +172,9 @@ def run_query(
     dry_run: bool = False,
     clock: Any = time.monotonic,
     wall_clock: Any = time.time,
+    wait_s: float = 0.0,
+    poll_s: float = 30.0,
+    sleep: Any = time.sleep,
 ) -> HiveRunResult:
     try:
         sql = query_file.read_text(encoding="utf-8")
@@ -182,7 +189,7 @@ def run_query(
         last.last_duration_s if last else None,
         last.vertex_tasks if last else None,
     )
-    decision = router.route(job)
+    decision = route_waiting(router, job, wait_s, poll_s, clock, sleep)
     if dry_run:
         return HiveRunResult(decision, job, 0, 0.0, VertexSummary({}, 0, 0))
     cmd = _beeline_cmd(cfg, decision.settings, query_file, quiet=False)
@@ -205,6 +212,19 @@ def run_query(
         RunRecord(duration_s, summary.tasks, wall_clock(), decision.queue, code, summary.killed_attempts),
     )
     return HiveRunResult(decision, job, code, duration_s, summary)
+
+
+def route_waiting(router: Router, job: Mapping[str, Any], wait_s: float, poll_s: float, clock: Any = time.monotonic,
+                  sleep: Any = time.sleep) -> RouteDecision:
+    """Route ``job``; while class selection finds nothing that fits now, ask again every ``poll_s``
+    for up to ``wait_s`` seconds (the job waits for headroom), then run in what the last answer says."""
+    deadline = clock() + max(0.0, wait_s)
+    decision = router.route(job)
+    while not decision.classes and decision.source != "default" and clock() + poll_s <= deadline:
+        logger.info("job %s: no class fits now, asking again in %.0f s", decision.job_name, poll_s)
+        sleep(poll_s)
+        decision = router.route(job)
+    return decision
 
 
 def hiveconf_pairs(pairs: Sequence[str]) -> dict[str, str]:

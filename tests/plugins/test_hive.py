@@ -118,3 +118,29 @@ def test_corrupt_history_is_reported(tmp_path: Path) -> None:
     p.write_text("{oops")
     with pytest.raises(Exception, match="not valid JSON"):
         HistoryStore(p).get("x")
+
+
+def test_route_waiting_asks_again_until_a_class_fits(fixtures: Path) -> None:
+    from scheduler_plugin.explain import job_document, parse_explain
+    from scheduler_plugin.hive import route_waiting
+    from scheduler_plugin.router import Router, ServiceEndpoint
+    from tests.plugins.fake_service import fake_service
+
+    answers = iter([[], [], ["periodic-0"]])
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        now[0] += s
+
+    job = job_document("q", parse_explain(json.loads((fixtures / "ambari_explain_join.json").read_text())))
+    with fake_service(lambda p, b: (200, {"classes": next(answers)}, 0.0)) as svc:
+        router = Router(ServiceEndpoint(svc.url))
+        d = route_waiting(router, job, wait_s=100, poll_s=30, clock=lambda: now[0], sleep=sleep)
+        assert (d.queue, sleeps) == ("periodic-0", [30, 30])
+    with fake_service(lambda p, b: (200, {"classes": []}, 0.0)) as svc:
+        now[0], sleeps[:] = 0.0, []
+        d = route_waiting(Router(ServiceEndpoint(svc.url)), job, wait_s=50, poll_s=30, clock=lambda: now[0],
+                          sleep=sleep)
+        assert (d.queue, sleeps) == ("default", [30])
