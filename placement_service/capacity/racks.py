@@ -53,12 +53,24 @@ def improve(
         for r, req in enumerate(requests)
     ])  # fmt: skip
     n_pick = math.ceil(settings.rack_phase_share * len(requests))
-    chosen = [int(r) for r in np.argsort(-excess, kind="stable")[:n_pick] if excess[r] > 1e-9]
+    cls = agg.server_class
+    # size budget: a reservation brings about (racks of its classes) variables; worst first until full
+    class_racks = np.bincount(np.unique(cls[cls >= 0] * len(region.rack_names) + region.rack[cls >= 0])
+                              // len(region.rack_names), minlength=agg.n_classes)  # fmt: skip
+    chosen: list[int] = []
+    budget = settings.rack_phase_max_vars
+    for r in np.argsort(-excess, kind="stable")[:n_pick]:
+        if excess[r] <= 1e-9:
+            break
+        size = int(class_racks[np.unique(cls[assign == r])].sum())
+        if size > budget:
+            continue
+        budget -= size
+        chosen.append(int(r))
     if not chosen or settings.rack_phase_share <= 0:
         return assign, ()
     sel = np.zeros(agg.n_entities, dtype=bool)
     sel[chosen] = True
-    cls = agg.server_class
     in_pool = (cls >= 0) & ((assign == -1) | ((assign >= 0) & sel[np.maximum(assign, 0)]))
     pool_idx = np.flatnonzero(in_pool)
     # cells (class, rack) of the pool, and the (reservation, cell) variables
@@ -115,7 +127,9 @@ def improve(
     # phase-1 counts per (reservation, class) are kept
     rc_key = vr * agg.n_classes + cell_class[vc]
     rcs, rc_of = np.unique(rc_key, return_inverse=True)
-    target = np.array([np.sum((assign == k // agg.n_classes) & (cls == k % agg.n_classes)) for k in rcs], dtype=float)
+    held = assign >= 0
+    held_count = np.bincount(assign[held] * agg.n_classes + cls[held], minlength=agg.n_entities * agg.n_classes)
+    target = held_count[rcs].astype(float)
     add(rc_of, z0 + iv, np.ones(n_vars), target, target)
     # each cell holds at most its pool servers
     add(vc, z0 + iv, np.ones(n_vars), np.full(len(cells), -np.inf), cell_size.astype(float))
