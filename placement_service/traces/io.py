@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +31,36 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from placement_service import HarvestError
 from placement_service.core.types import Inventory, ReimageEvents
+from placement_service.traces.columns import (
+    TraceError,
+    categorical,
+    check_duplicates,
+    check_known,
+    check_one_tenant_per_server,
+    file_kind,
+    first_true,
+    float_column,
+    fraction_column,
+    read_table,
+    sorted_codes,
+    string_column,
+    strings,
+    timestamp_s_column,
+)
+
+__all__ = [
+    "TraceError",
+    "UtilizationSamples",
+    "categorical",
+    "load_inventory",
+    "load_reimages",
+    "load_utilization",
+    "write_inventory",
+    "write_reimages",
+    "write_tables",
+    "write_utilization",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,29 +71,6 @@ UTILIZATION_OPTIONAL = ("memory", "environment")
 REIMAGE_COLUMNS = ("timestamp", "server")
 INVENTORY_COLUMNS = ("server", "tenant", "environment", "rack", "cores", "memory_mb", "storage_gb")
 INVENTORY_OPTIONAL = ("hardware", "datacenter", "msb")
-_STRING_COLUMNS = ("server", "tenant", "environment", "rack", "hardware", "datacenter", "msb")
-
-# Values this close above 1.0 (rounding in the producer) are accepted and clipped to 1.0.
-_FRACTION_SLACK = 1e-6
-_MAX_EPOCH_S = 1e11
-_ZONE_SUFFIX = r"(Z|z|[+-]\d\d(:?\d\d)?)$"
-_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
-
-
-class TraceError(HarvestError):
-    """A trace file is unreadable or breaks the data contract.
-
-    ``path`` is the file, ``row`` the 1-based data row (None when the problem is not one row),
-    ``column`` the column name (None when the problem is not one column).
-    """
-
-    def __init__(self, path: PathLike, detail: str, *, row: int | None = None, column: str | None = None):
-        self.path = os.fspath(path)
-        self.row = row
-        self.column = column
-        self.detail = detail
-        where = ([f"row {row}"] if row is not None else []) + ([f"column {column!r}"] if column is not None else [])
-        super().__init__(f"{self.path}: {', '.join(where)}: {detail}" if where else f"{self.path}: {detail}")
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ class UtilizationSamples:
             if values is None:
                 raise ValueError(f"no {column!r} column")
             enc = pc.dictionary_encode(pa.array(np.asarray(values).astype(object), type=pa.string()))
-            cached = _sorted_codes(
+            cached = sorted_codes(
                 np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object),
                 np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64),
             )
@@ -110,328 +115,13 @@ class UtilizationSamples:
 
     def with_factorized(self, column: str, names: np.ndarray, codes: np.ndarray) -> UtilizationSamples:
         """Record a known factorization of ``column`` (names need not be sorted); returns self."""
-        self.__dict__[f"_factorized_{column}"] = _sorted_codes(names, codes)
+        self.__dict__[f"_factorized_{column}"] = sorted_codes(names, codes)
         return self
-
-
-def _code_dtype(n: int) -> type[np.signedinteger]:
-    return np.int32 if n < 2**31 else np.int64
-
-
-def _compact(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Drop names no row uses (e.g. unused entries of a Parquet dictionary) and re-map the codes."""
-    used = np.bincount(codes, minlength=len(names)) > 0 if len(codes) else np.zeros(len(names), dtype=bool)
-    if used.all():
-        return names, codes
-    new_code = (np.cumsum(used) - 1).astype(_code_dtype(len(names)))
-    return names[used], new_code[codes]
-
-
-def _sorted_codes(names: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Re-map codes so that ``names`` is sorted and holds only used names (only names are sorted).
-
-    Codes are int32 (int64 beyond 2**31 names); the mapping is skipped when already in order.
-    """
-    names, codes = _compact(np.asarray(names, dtype=object), np.asarray(codes))
-    order = np.argsort(names.astype(str), kind="stable")
-    dtype = _code_dtype(len(names))
-    if np.array_equal(order, np.arange(len(order))):
-        return names, codes.astype(dtype, copy=False)
-    rank = np.empty(len(order), dtype=dtype)
-    rank[order] = np.arange(len(order), dtype=dtype)
-    return names[order], rank[codes]
-
-
-def categorical(names: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """An object array of the row values ``names[codes]`` sharing one string object per name."""
-    if len(names) == 0:
-        return np.empty(len(codes), dtype=object)
-    return np.asarray(names, dtype=object)[codes]
 
 
 # ----------------------------------------------------------------------------------------------
 # Reading
 # ----------------------------------------------------------------------------------------------
-
-
-def _kind(path: Path) -> str:
-    name = path.name.lower()
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    if name.endswith((".csv", ".csv.gz")):
-        return "csv"
-    raise TraceError(path, "unknown file type: expected a name ending in .parquet, .pq, .csv or .csv.gz")
-
-
-def _read_table(path: PathLike, required: Sequence[str], optional: Sequence[str] = ()) -> pa.Table:
-    """Read ``required`` (must exist) and ``optional`` (if present) columns of a Parquet or CSV file."""
-    p = Path(path)
-    kind = _kind(p)
-    if not p.exists():
-        raise TraceError(p, "no such file")
-    try:
-        if kind == "parquet":
-            names = pq.read_schema(p).names
-        else:
-            with pacsv.open_csv(p) as reader:
-                names = reader.schema.names
-    except (pa.ArrowException, OSError) as exc:
-        raise TraceError(p, f"cannot read the {kind} header: {exc}") from None
-    missing = [c for c in required if c not in names]
-    if missing:
-        raise TraceError(
-            p,
-            f"missing column(s) {', '.join(repr(c) for c in missing)}; "
-            f"expected {', '.join(required)} (found {', '.join(names) or 'none'})",
-        )
-    wanted = list(required) + [c for c in optional if c in names]
-    try:
-        if kind == "parquet":
-            return pq.read_table(p, columns=wanted)
-        types = {c: pa.string() for c in wanted if c in _STRING_COLUMNS}
-        try:
-            return pacsv.read_csv(
-                p, convert_options=pacsv.ConvertOptions(column_types=types, include_columns=wanted)
-            )
-        except pa.ArrowInvalid:
-            # Type inference failed on a later block (e.g. a word in a numeric column): read
-            # everything as text and let the per-column conversion find and name the bad row.
-            types = {c: pa.string() for c in wanted}
-            return pacsv.read_csv(
-                p,
-                convert_options=pacsv.ConvertOptions(
-                    column_types=types, include_columns=wanted, strings_can_be_null=True
-                ),
-            )
-    except (pa.ArrowException, OSError) as exc:
-        raise TraceError(p, f"cannot read the {kind} file: {exc}") from None
-
-
-def _first_true(mask: np.ndarray | pa.ChunkedArray | pa.Array) -> int:
-    if not isinstance(mask, np.ndarray):
-        mask = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
-    return int(np.argmax(mask))
-
-
-def _first_failing(col: pa.ChunkedArray, convert: Callable[[pa.ChunkedArray], object]) -> int | None:
-    """Index of the first element on which ``convert`` raises, by bisection (O(n) vector work)."""
-    lo, hi = 0, len(col)
-    try:
-        convert(col)
-        return None
-    except (pa.ArrowException, ValueError):
-        pass
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        try:
-            convert(col.slice(lo, mid - lo))
-        except (pa.ArrowException, ValueError):
-            hi = mid
-            continue
-        lo = mid
-    return lo
-
-
-def _value(col: pa.ChunkedArray, i: int) -> str:
-    v = col[i].as_py()
-    return repr(v) if isinstance(v, str) else str(v)
-
-
-def _float_column(path: PathLike, table: pa.Table, name: str, what: str = "a number") -> np.ndarray:
-    """Column ``name`` as float64; errors on nulls, text that is not a number, NaN and infinities."""
-    col = table.column(name)
-    if col.null_count:
-        i = _first_true(pc.is_null(col))
-        raise TraceError(path, f"expected {what}, got an empty value", row=i + 1, column=name)
-    t = col.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        stripped = pc.utf8_trim_whitespace(col)
-
-        def convert(c: pa.ChunkedArray) -> object:
-            return pc.cast(c, pa.float64())
-
-        bad = _first_failing(stripped, convert)
-        if bad is not None:
-            raise TraceError(path, f"expected {what}, got {_value(col, bad)}", row=bad + 1, column=name)
-        col = pc.cast(stripped, pa.float64())
-    elif not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
-        raise TraceError(path, f"expected {what}, got values of type {t}", row=None, column=name)
-    values = np.array(pc.cast(col, pa.float64()).to_numpy(), dtype=np.float64)  # writable copy
-    finite = np.isfinite(values)
-    if not finite.all():
-        i = _first_true(~finite)
-        raise TraceError(path, f"expected {what}, got {values[i]}", row=i + 1, column=name)
-    return values
-
-
-def _fraction_column(path: PathLike, table: pa.Table, name: str, *, percent: bool) -> np.ndarray:
-    """A 0..1 fraction column; with ``percent`` the file holds 0..100 and values are divided by 100."""
-    top = 100.0 if percent else 1.0
-    what = "a number in [0, 100]" if percent else "a number in [0, 1]"
-    values = _float_column(path, table, name, what)
-    bad = (values < 0.0) | (values > top * (1.0 + _FRACTION_SLACK))
-    if bad.any():
-        i = _first_true(bad)
-        hint = "" if percent or values[i] < 0 or values[i] > 100 else " (use --cpu-percent for 0-100 values)"
-        raise TraceError(path, f"expected {what}, got {values[i]:g}{hint}", row=i + 1, column=name)
-    if percent:
-        values = values / 100.0
-    return np.minimum(values, 1.0)
-
-
-def _timestamp_s(path: PathLike, table: pa.Table, name: str = "timestamp") -> np.ndarray:
-    """Epoch seconds (float64) from numbers, Arrow timestamps or ISO 8601 strings (naive = UTC).
-
-    Numbers above ``_MAX_EPOCH_S`` (year 5138) are rejected: they are almost surely milliseconds.
-    """
-    values = _timestamp_values(path, table, name)
-    too_big = np.abs(values) > _MAX_EPOCH_S
-    if too_big.any():
-        i = _first_true(too_big)
-        raise TraceError(
-            path, f"expected epoch seconds, got {values[i]:.0f} (milliseconds? divide by 1000)", row=i + 1,
-            column=name,
-        )
-    return values
-
-
-def _timestamp_values(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
-    col = table.column(name)
-    if len(col) == 0:
-        return np.empty(0, dtype=np.float64)
-    what = "epoch seconds or an ISO 8601 time"
-    if col.null_count:
-        i = _first_true(pc.is_null(col))
-        raise TraceError(path, f"expected {what}, got an empty value", row=i + 1, column=name)
-    t = col.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return _float_column(path, table, name, what)
-    if pa.types.is_timestamp(t) or pa.types.is_date(t):
-        return _arrow_time_to_s(col)
-    if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
-        raise TraceError(path, f"expected {what}, got values of type {t}", column=name)
-    col = pc.utf8_trim_whitespace(col)
-
-    def convert(c: pa.ChunkedArray) -> np.ndarray:
-        # Per row: a number is epoch seconds; text with a zone suffix is converted to UTC; text
-        # without one is taken as UTC.
-        out = np.empty(len(c), dtype=np.float64)
-        num = np.asarray(pc.match_substring_regex(c, _NUMBER).to_numpy(zero_copy_only=False), dtype=bool)
-        zoned = np.asarray(pc.match_substring_regex(c, _ZONE_SUFFIX).to_numpy(zero_copy_only=False), dtype=bool)
-        zoned &= ~num
-        naive = ~num & ~zoned
-        for mask, target in ((num, None), (zoned, pa.timestamp("us", tz="UTC")), (naive, pa.timestamp("us"))):
-            if mask.any():
-                part = pc.filter(c, pa.array(mask))
-                out[mask] = (
-                    np.asarray(pc.cast(part, pa.float64()).to_numpy(), dtype=np.float64)
-                    if target is None
-                    else _arrow_time_to_s(pc.cast(part, target))
-                )
-        return out
-
-    bad = _first_failing(col, convert)
-    if bad is not None:
-        raise TraceError(path, f"expected {what}, got {_value(col, bad)}", row=bad + 1, column=name)
-    values = convert(col)
-    finite = np.isfinite(values)
-    if not finite.all():
-        i = _first_true(~finite)
-        raise TraceError(path, f"expected {what}, got {_value(col, i)}", row=i + 1, column=name)
-    return values
-
-
-def _arrow_time_to_s(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    if pa.types.is_date(col.type):
-        col = pc.cast(col, pa.timestamp("s"))
-    tz = col.type.tz
-    us = pc.cast(pc.cast(col, pa.timestamp("us", tz=tz)), pa.int64())
-    return np.asarray(us.to_numpy(), dtype=np.float64) / 1e6
-
-
-def _string_column(path: PathLike, table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """(names, codes): the distinct values and each row's index into them (first-seen order for
-    plain text; the dictionary's order, without unused entries, for Parquet dictionary columns)."""
-    col = table.column(name)
-    if col.null_count:
-        i = _first_true(pc.is_null(col))
-        raise TraceError(path, "expected a non-empty name, got an empty value", row=i + 1, column=name)
-    if pa.types.is_dictionary(col.type) and (
-        pa.types.is_string(col.type.value_type) or pa.types.is_large_string(col.type.value_type)
-    ):
-        arr = col.unify_dictionaries().combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        if isinstance(arr, pa.ChunkedArray):  # pragma: no cover - pyarrow version differences
-            arr = arr.combine_chunks()
-        names, codes = _compact(
-            np.asarray(arr.dictionary.to_numpy(zero_copy_only=False), dtype=object),
-            np.asarray(arr.indices.to_numpy(zero_copy_only=False)),
-        )
-    else:
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            col = pc.cast(col, pa.string())  # numbers used as names
-        enc = pc.dictionary_encode(col.combine_chunks())
-        names = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
-        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False))
-    blank = np.fromiter((not str(n).strip() for n in names), dtype=bool, count=len(names))
-    if blank.any():
-        bad_rows = blank[codes]
-        if bad_rows.any():
-            i = _first_true(bad_rows)
-            raise TraceError(path, "expected a non-empty name, got an empty value", row=i + 1, column=name)
-    return names, codes
-
-
-def _strings(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
-    return categorical(*_string_column(path, table, name))
-
-
-def _check_duplicates(path: PathLike, codes: np.ndarray, names: np.ndarray, ts: np.ndarray) -> None:
-    """Reject two rows with the same (server, timestamp); names the later row and the earlier one."""
-    if len(ts) < 2:
-        return
-    # Fast path: rows already grouped by server in time order, or in time order server by server
-    # (how telemetry is usually written) cannot hold a duplicate; no sort needed.
-    dc, dt = np.diff(codes), np.diff(ts)
-    change = dc != 0
-    grouped = 1 + int(change.sum()) == int((np.bincount(codes) > 0).sum())  # one run per server
-    if (grouped and bool(np.all(change | (dt > 0)))) or bool(np.all((dt > 0) | ((dt == 0) & (dc > 0)))):
-        return
-    del dc, dt, change
-    order = np.lexsort((ts, codes))  # stable: equal keys keep file order
-    sc, st = codes[order], ts[order]
-    dup = (sc[1:] == sc[:-1]) & (st[1:] == st[:-1])
-    if dup.any():
-        pos = np.flatnonzero(dup)
-        later = order[pos + 1]
-        k = int(np.argmin(later))
-        row, first = int(later[k]), int(order[pos[k]])
-        raise TraceError(
-            path,
-            f"duplicate (server, timestamp): server {str(names[codes[row]])!r} at {ts[row]:g} "
-            f"already appears in row {first + 1}; expected one row per (server, timestamp)",
-            row=row + 1,
-            column="server",
-        )
-
-
-def _check_known(
-    path: PathLike, names: np.ndarray, codes: np.ndarray, known_servers: Iterable[str] | None
-) -> None:
-    if known_servers is None or len(names) == 0:
-        return
-    known = set(known_servers)
-    unknown = np.fromiter((n not in known for n in names), dtype=bool, count=len(names))
-    if unknown.any():
-        bad_rows = unknown[codes]
-        i = _first_true(bad_rows)
-        n_bad = int(unknown.sum())
-        raise TraceError(
-            path,
-            f"unknown server {str(names[codes[i]])!r}: expected a server of the inventory "
-            f"({n_bad} unknown server name(s) in this file)",
-            row=i + 1,
-            column="server",
-        )
 
 
 def load_utilization(
@@ -443,29 +133,29 @@ def load_utilization(
     100. ``known_servers``: when given (e.g. the inventory's servers), a sample of any other server
     is an error.
     """
-    table = _read_table(path, UTILIZATION_COLUMNS, UTILIZATION_OPTIONAL)
+    table = read_table(path, UTILIZATION_COLUMNS, UTILIZATION_OPTIONAL)
     if table.num_rows == 0:
         raise TraceError(path, "no samples: expected at least one data row")
     # Convert column by column, dropping each Arrow column once converted (lower peak memory).
-    ts = _timestamp_s(path, table)
+    ts = timestamp_s_column(path, table)
     table = table.drop_columns(["timestamp"])
-    server_names, server_codes = _string_column(path, table, "server")
+    server_names, server_codes = string_column(path, table, "server")
     table = table.drop_columns(["server"])
-    tenant_names, tenant_codes = _string_column(path, table, "tenant")
+    tenant_names, tenant_codes = string_column(path, table, "tenant")
     table = table.drop_columns(["tenant"])
-    cpu = _fraction_column(path, table, "cpu", percent=cpu_percent)
+    cpu = fraction_column(path, table, "cpu", percent=cpu_percent)
     table = table.drop_columns(["cpu"])
     memory = None
     if "memory" in table.column_names:
-        memory = _fraction_column(path, table, "memory", percent=cpu_percent)
+        memory = fraction_column(path, table, "memory", percent=cpu_percent)
         table = table.drop_columns(["memory"])
     env: tuple[np.ndarray, np.ndarray] | None = None
     if "environment" in table.column_names:
-        env = _string_column(path, table, "environment")
+        env = string_column(path, table, "environment")
     del table
-    _check_known(path, server_names, server_codes, known_servers)
-    _check_duplicates(path, server_codes, server_names, ts)
-    _check_one_tenant_per_server(path, server_names, server_codes, tenant_names, tenant_codes)
+    check_known(path, server_names, server_codes, known_servers)
+    check_duplicates(path, server_codes, server_names, ts)
+    check_one_tenant_per_server(path, server_names, server_codes, tenant_names, tenant_codes)
     logger.info("%s: %d samples, %d servers", path, len(ts), len(server_names))
     samples = UtilizationSamples(
         timestamp_s=ts,
@@ -481,48 +171,23 @@ def load_utilization(
     return samples.with_factorized("tenant", tenant_names, tenant_codes)
 
 
-def _check_one_tenant_per_server(
-    path: PathLike, server_names: np.ndarray, server_codes: np.ndarray, t_names: np.ndarray, t_codes: np.ndarray
-) -> None:
-    """A server belongs to exactly one tenant over the whole file."""
-    if len(t_codes) == 0:
-        return
-    # The first row of each server fixes its tenant; rows disagreeing with it are errors.
-    first_row = np.full(len(server_names), len(t_codes), dtype=np.int64)
-    np.minimum.at(first_row, server_codes, np.arange(len(t_codes)))
-    first_tenant = np.zeros(len(server_names), dtype=np.int64)
-    seen = first_row < len(t_codes)
-    first_tenant[seen] = t_codes[first_row[seen]]
-    bad = t_codes != first_tenant[server_codes]
-    if bad.any():
-        i = _first_true(bad)
-        s = server_codes[i]
-        raise TraceError(
-            path,
-            f"server {str(server_names[s])!r} is in tenant {str(t_names[t_codes[i]])!r} here but in tenant "
-            f"{str(t_names[first_tenant[s]])!r} in row {int(first_row[s]) + 1}; expected one tenant per server",
-            row=i + 1,
-            column="tenant",
-        )
-
-
 def load_reimages(path: PathLike, *, known_servers: Iterable[str] | None = None) -> ReimageEvents:
     """Read and validate reimage events; the result is sorted by time (stable)."""
-    table = _read_table(path, REIMAGE_COLUMNS)
-    ts = _timestamp_s(path, table)
-    names, codes = _string_column(path, table, "server")
-    _check_known(path, names, codes, known_servers)
-    _check_duplicates(path, codes, names, ts)
+    table = read_table(path, REIMAGE_COLUMNS)
+    ts = timestamp_s_column(path, table)
+    names, codes = string_column(path, table, "server")
+    check_known(path, names, codes, known_servers)
+    check_duplicates(path, codes, names, ts)
     order = np.argsort(ts, kind="stable")
     return ReimageEvents(timestamp_s=ts[order], server=tuple(categorical(names, codes[order]).tolist()))
 
 
 def load_inventory(path: PathLike) -> Inventory:
     """Read and validate the inventory: one row per server, unique names, non-negative capacities."""
-    table = _read_table(path, INVENTORY_COLUMNS, INVENTORY_OPTIONAL)
+    table = read_table(path, INVENTORY_COLUMNS, INVENTORY_OPTIONAL)
     if table.num_rows == 0:
         raise TraceError(path, "no servers: expected at least one data row")
-    server_names, server_codes = _string_column(path, table, "server")
+    server_names, server_codes = string_column(path, table, "server")
     counts = np.bincount(server_codes, minlength=len(server_names))
     if (counts > 1).any():
         # The earliest row whose server already appeared in an earlier row.
@@ -540,14 +205,14 @@ def load_inventory(path: PathLike) -> Inventory:
         )
     numbers = {}
     for name in ("cores", "memory_mb", "storage_gb"):
-        values = _float_column(path, table, name, "a non-negative number")
+        values = float_column(path, table, name, "a non-negative number")
         if (values < 0).any():
-            i = _first_true(values < 0)
+            i = first_true(values < 0)
             raise TraceError(path, f"expected a non-negative number, got {values[i]:g}", row=i + 1, column=name)
         numbers[name] = values
-    cols = {c: tuple(_strings(path, table, c).tolist()) for c in ("tenant", "environment", "rack")}
+    cols = {c: tuple(strings(path, table, c).tolist()) for c in ("tenant", "environment", "rack")}
     optional = {
-        c: tuple(_strings(path, table, c).tolist()) if c in table.column_names else ()
+        c: tuple(strings(path, table, c).tolist()) if c in table.column_names else ()
         for c in INVENTORY_OPTIONAL
     }
     return Inventory(
@@ -579,7 +244,7 @@ def _time_array(ts: np.ndarray) -> pa.Array:
 def _stage(table: pa.Table, path: PathLike) -> str:
     """Write ``table`` to a temporary file next to ``path`` (fsynced); returns the temporary name."""
     p = Path(path)
-    kind = _kind(p)
+    kind = file_kind(p)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     os.close(fd)

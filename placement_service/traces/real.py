@@ -42,9 +42,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from placement_service.core.types import Pattern, ReimageEvents
+from placement_service.traces.columns import check_duplicates
 from placement_service.traces.fleet import KINDS, build_inventory, build_reimages
 from placement_service.traces.generate import GeneratedDatacenter, GeneratorConfig
-from placement_service.traces.io import TraceError, UtilizationSamples, _check_duplicates, categorical
+from placement_service.traces.io import TraceError, UtilizationSamples, categorical
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ def load_planetlab(
     ts = (day_s[rows][:, None] + np.arange(PLANETLAB_SLOTS) * PLANETLAB_INTERVAL_S).ravel()
     codes = np.repeat(codes_row, PLANETLAB_SLOTS)
     servers = np.asarray([f"pl-{v}" for v in vm_names[keep_vm]], dtype=object)
-    _check_duplicates(path, codes, servers, ts)
+    check_duplicates(path, codes, servers, ts)
     return _samples(ts, servers, codes, cpu.ravel())
 
 
