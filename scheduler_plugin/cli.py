@@ -76,7 +76,7 @@ def _read_json(path: Path) -> Any:
 
 
 def _write(path: Path | None, text: str) -> None:
-    from scheduler_plugin.hosts_file import write_atomic
+    from scheduler_plugin.files import write_atomic
 
     if path is None or str(path) == "-":
         sys.stdout.write(text)
@@ -182,7 +182,7 @@ def _cmd_topology(args: argparse.Namespace) -> int:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from scheduler_plugin.hosts_file import write_atomic
+    from scheduler_plugin.files import write_atomic
 
     src = Path(__file__).parent / "scripts"
     dest = Path(args.dest)

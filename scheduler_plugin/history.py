@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError
-from scheduler_plugin.hosts_file import write_atomic
+from scheduler_plugin.files import write_atomic
 
 VERSION = 1
 

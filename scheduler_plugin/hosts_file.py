@@ -20,12 +20,9 @@ then uses the node's transfer address, i.e. a domain of its own) and is reported
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 
 from placement_service import HarvestError
 from placement_service.core.types import GridCell
@@ -76,18 +73,3 @@ def build_hosts_file(
             entry["adminState"] = "DECOMMISSIONED"
         entries.append(entry)
     return HostsFile(tuple(entries), tuple(unplaced))
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or Path("."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
