@@ -40,37 +40,59 @@ def register(subparsers: Any) -> None:
             "replica-placement grid (reimage-frequency terciles x peak-CPU terciles, equal storage per "
             "cell). Writes the classes.json contract (docs/contracts.md) atomically and prints a summary."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--utilization", required=True, help="utilization samples (Parquet or CSV)")
-    p.add_argument("--reimages", help="reimage events (Parquet or CSV); needs --inventory; adds the grid")
+    p.add_argument(
+        "--utilization", required=True, metavar="FILE", help="utilization samples (Parquet or CSV)"
+    )
+    p.add_argument(
+        "--reimages", metavar="FILE", help="reimage events (Parquet or CSV); needs --inventory; adds the grid"
+    )
     p.add_argument(
         "--inventory",
-        help="inventory (Parquet or CSV): checks the servers, weights classes by servers, sizes them in cores",
+        metavar="FILE",
+        help="inventory (Parquet or CSV): checks the sampled servers, weighs class series by servers and "
+        "sizes classes in servers and cores",
     )
-    p.add_argument("--out", required=True, help="where to write classes.json")
+    p.add_argument("--out", required=True, metavar="FILE", help="where to write classes.json")
     p.add_argument("--cpu-percent", action="store_true", help="the cpu column holds 0-100 instead of 0-1")
     p.add_argument(
-        "--interval-s", type=float, default=None, help="slot length in seconds (default: inferred)"
+        "--interval-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="slot length in seconds (default: inferred)",
     )
-    p.add_argument("--seed", type=int, default=0, help="K-means random seed")
-    p.add_argument("--max-classes-per-pattern", type=int, default=8, help="cap on classes per pattern")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="K-means random seed (default 0)")
+    p.add_argument(
+        "--max-classes-per-pattern",
+        type=int,
+        default=8,
+        metavar="N",
+        help="cap on classes per pattern (default 8)",
+    )
     p.add_argument(
         "--k-rule",
         choices=("tolerance", "silhouette", "fixed"),
         default="tolerance",
-        help="how many classes a pattern gets: smallest k within --class-tolerance-cpu, best silhouette, "
-        "or --classes-per-pattern",
+        help="how many classes a pattern gets: the smallest k within --class-tolerance-cpu (default), the "
+        "best silhouette, or --classes-per-pattern",
     )
     p.add_argument(
         "--class-tolerance-cpu",
         type=float,
         default=0.05,
-        help="RMS distance (CPU fraction) of tenants to their class centre that is tight enough",
+        metavar="F",
+        help="RMS distance (CPU fraction) of tenants to their class centre that counts as tight (default 0.05)",
     )
-    p.add_argument("--classes-per-pattern", type=int, default=4, help="k for --k-rule fixed")
     p.add_argument(
-        "--peak-percentile", type=float, default=99.0, help="percentile of a series used as its peak"
+        "--classes-per-pattern", type=int, default=4, metavar="N", help="k for --k-rule fixed (default 4)"
+    )
+    p.add_argument(
+        "--peak-percentile",
+        type=float,
+        default=99.0,
+        metavar="P",
+        help="percentile of a series used as its peak (default 99)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
     p.set_defaults(func=_cluster)
