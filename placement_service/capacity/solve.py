@@ -118,12 +118,13 @@ def _solve_counts(agg: Aggregate, problem: Problem, t_start: float) -> tuple[np.
         phases.append({"phase": label, "objective": obj, "wall_s": time.monotonic() - t0})
         logger.info("%s: objective %.3f (%.1f s)", label, obj, time.monotonic() - t0)
 
+    # the LP relaxation is solved whatever the method: its optimum is the bound reported beside the plan
+    t0 = time.monotonic()
+    lp = ras_model.solve(model, relax=True, time_limit_s=deadline - t0, settings=st)
+    phases.append({"phase": "lp", "status": lp.status, "objective": lp.objective, "wall_s": lp.wall_s})
+    if lp.status == "Optimal":
+        lp_bound = bound = lp.objective
     if st.method in (Method.AUTO, Method.LP_ROUND):
-        t0 = time.monotonic()
-        lp = ras_model.solve(model, relax=True, time_limit_s=deadline - t0, settings=st)
-        phases.append({"phase": "lp", "status": lp.status, "objective": lp.objective, "wall_s": lp.wall_s})
-        if lp.status == "Optimal":
-            lp_bound = bound = lp.objective
         if lp.x is not None:
             t0 = time.monotonic()
             add("lp-round-repair", round_and_repair(agg, lp.x[ysl], st), t0)
