@@ -138,6 +138,15 @@ def case_resolve(n: int, n_res: int, n_msb: int, n_hw: int, time_limit_s: float)
     changed = perturb(first_region, new, plan, 0.01, seed=2)
     problem2 = Problem(changed, reqs, Settings(time_limit_s=time_limit_s), previous=plan.assignment)
     report(f"resolve-{n}-after-1pct-change", problem2, solve(problem2))
+    # ablation: the same re-solve without fixing the reservations that need not move
+    problem3 = dataclasses.replace(problem2, settings=Settings(time_limit_s=time_limit_s, fix_satisfied=False))
+    report(f"resolve-{n}-after-1pct-change-nothing-fixed", problem3, solve(problem3))
+    # every request changes by -10%..+10% on top of the inventory change
+    rng = np.random.default_rng(3)
+    changed_reqs = tuple(dataclasses.replace(r, capacity_rru=round(r.capacity_rru * rng.uniform(0.9, 1.1), 1))
+                         for r in reqs)  # fmt: skip
+    problem4 = dataclasses.replace(problem2, requests=changed_reqs)
+    report(f"resolve-{n}-every-request-changed", problem4, solve(problem4))
 
 
 def case_large(time_limit_s: float) -> None:
