@@ -245,6 +245,11 @@ def _filled_chunks(
             np.copyto(block, mean.astype(np.float32)[:, None], where=nan)
         else:
             mean = block.sum(axis=1).astype(np.float64) / n_slots  # float32 pairwise sum: ~1e-7 relative
+        bad = np.flatnonzero(~np.isfinite(mean))
+        if bad.size:
+            raise PolicyError(
+                f"cpu row {lo + int(bad[0])} holds an infinite value (expected fractions 0..1 or NaN)"
+            )
         yield lo, hi, block, mean, n_missing
 
 

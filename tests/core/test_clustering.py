@@ -126,6 +126,10 @@ def test_bad_input_shapes_are_rejected() -> None:
         classify_patterns(np.zeros(10), INTERVAL_S)
     with pytest.raises(PolicyError, match="interval_s"):
         classify_patterns(np.zeros((2, 10)), 0.0)
+    cpu = np.zeros((3, 10))
+    cpu[2, 4] = np.inf
+    with pytest.raises(PolicyError, match="row 2 holds an infinite value"):
+        classify_patterns(cpu, 60.0)
 
 
 # --- accuracy on labelled synthetic tenants -----------------------------------------------------
