@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from agent.sampler import PsutilSampler
+from agent.sampler import PsutilSampler, _container_from_cgroups
 from tests.agent.procs import Node, wait_until
 
 DATANODE = "org.apache.hadoop.hdfs.server.datanode.DataNode"
@@ -81,3 +81,14 @@ def test_whole_node_mode_excludes_the_agent_itself():
     sample = sampler.sample()
     assert sample.node_memory_mb > 0 and sample.agent_memory_mb > 0
     assert 0 <= sample.node_cpu_cores <= (os.cpu_count() or 1) + 0.5
+
+
+def test_secondary_by_cgroup_prefix_takes_the_leaf_as_container_id():
+    with open("/proc/self/cgroup") as handle:
+        paths = [line.split(":", 2)[2] for line in handle.read().splitlines()]
+    deep = [p for p in paths if p.strip("/").count("/") >= 1]
+    if not deep:
+        pytest.skip("this machine's processes sit in root cgroups")
+    parent, leaf = deep[0].rstrip("/").rsplit("/", 1)
+    assert _container_from_cgroups(os.getpid(), (parent + "/",)) == leaf
+    assert _container_from_cgroups(os.getpid(), ("/no-such-slice/",)) is None
