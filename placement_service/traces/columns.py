@@ -128,7 +128,7 @@ def read_table(path: PathLike, required: Sequence[str], optional: Sequence[str] 
             return pacsv.read_csv(
                 p,
                 convert_options=pacsv.ConvertOptions(
-                    column_types=types, include_columns=wanted, strings_can_be_null=True
+                    column_types=types, include_columns=wanted
                 ),
             )
     except (pa.ArrowException, OSError) as exc:
@@ -174,6 +174,10 @@ def float_column(path: PathLike, table: pa.Table, name: str, what: str = "a numb
     t = col.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         stripped = pc.utf8_trim_whitespace(col)
+        empty = pc.equal(pc.utf8_length(stripped), 0)
+        if pc.any(empty).as_py():
+            i = first_true(empty)
+            raise TraceError(path, f"expected {what}, got an empty value", row=i + 1, column=name)
 
         def convert(c: pa.ChunkedArray) -> object:
             return pc.cast(c, pa.float64())
@@ -239,6 +243,10 @@ def _timestamp_values(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
     if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
         raise TraceError(path, f"expected {what}, got values of type {t}", column=name)
     col = pc.utf8_trim_whitespace(col)
+    empty = pc.equal(pc.utf8_length(col), 0)
+    if pc.any(empty).as_py():
+        i = first_true(empty)
+        raise TraceError(path, f"expected {what}, got an empty value", row=i + 1, column=name)
 
     def convert(c: pa.ChunkedArray) -> np.ndarray:
         # Per row: a number is epoch seconds; text with a zone suffix is converted to UTC; text

@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from placement_service import HarvestError
 from placement_service.core.types import Inventory, ReimageEvents
@@ -261,3 +263,45 @@ def test_empty_files(tmp_path):
     with pytest.raises(TraceError, match="no servers"):
         io.load_inventory(write(tmp_path / "i.csv", INVENTORY_HEADER))
     assert io.load_reimages(write(tmp_path / "r.csv", "timestamp,server\n")).server == ()
+
+
+names = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12
+).filter(lambda s: s.strip() == s and s.strip() != "")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    server_names=st.lists(names, min_size=1, max_size=5, unique=True),
+    cpu=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=20),
+    suffix=st.sampled_from([".csv", ".csv.gz", ".parquet"]),
+)
+def test_round_trip_keeps_any_names_and_values(tmp_path, server_names, cpu, suffix):
+    # Names with commas, quotes, digits only ("007"), non-ASCII... survive a write and a read.
+    n = len(cpu)
+    server = np.array([server_names[i % len(server_names)] for i in range(n)], dtype=object)
+    s = UtilizationSamples(
+        timestamp_s=np.arange(n, dtype=np.float64) * 60.0,
+        server=server,
+        tenant=np.array(["t-" + str(x) for x in server], dtype=object),
+        cpu=np.asarray(cpu, dtype=np.float64),
+    )
+    path = tmp_path / f"u{suffix}"
+    io.write_utilization(s, path)
+    back = io.load_utilization(path, known_servers=server_names)
+    assert back.server.tolist() == server.tolist()
+    assert back.tenant.tolist() == s.tenant.tolist()
+    np.testing.assert_array_equal(back.cpu, s.cpu)
+
+
+def test_names_that_look_like_nulls_stay_names_even_on_the_fallback_path(tmp_path):
+    # A word deep in a numeric column sends the CSV reader to its all-text fallback; server names
+    # such as "NA" or "null" must still be names there, and an empty cpu cell an error.
+    rows = [f"{i * 60},{'NA' if i % 2 else 'null'},t,0.5" for i in range(200_000)]
+    path = write(tmp_path / "u.csv", HEADER + "\n".join(rows) + "\n")
+    assert sorted(io.load_utilization(path).factorize("server")[0].tolist()) == ["NA", "null"]
+    rows[150_000] = "9000000,NA,t,"
+    rows[180_000] = "9000060,NA,t,x"
+    path = write(tmp_path / "v.csv", HEADER + "\n".join(rows) + "\n")
+    with pytest.raises(TraceError, match="row 150001, column 'cpu': expected a number in \\[0, 1\\], got an empty"):
+        io.load_utilization(path)
