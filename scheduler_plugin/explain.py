@@ -43,6 +43,7 @@ from placement_service.core.types import Edge
 
 _STATS_RE = re.compile(r"Num rows:\s*(\d+)\s+Data size:\s*(\d+)")
 CONTAINS = "CONTAINS"
+STAGE_ORDER = "STAGE_ORDER"  # a later Tez stage starts after an earlier one ends
 
 
 class PlanError(HarvestError):
@@ -163,26 +164,63 @@ def _explain_edges(raw: Any, where: str) -> list[Edge]:
     return edges
 
 
+def _stage_order(doc: Mapping[str, Any], stages: list[str]) -> list[str]:
+    """Tez stages in execution order: a stage with more (transitive) ancestors in ``"STAGE
+    DEPENDENCIES"`` runs later; ties keep the plan's order."""
+    raw = doc.get("STAGE DEPENDENCIES")
+    parents: dict[str, set[str]] = {}
+    if isinstance(raw, Mapping):
+        for stage, info in raw.items():
+            dep = info.get("DEPENDENT STAGES", "") if isinstance(info, Mapping) else ""
+            parents[str(stage)] = {d.strip() for d in str(dep).split(",") if d.strip()}
+
+    def ancestors(stage: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(parents.get(stage, ()))
+        while todo:
+            s = todo.pop()
+            if s not in seen:
+                seen.add(s)
+                todo += parents.get(s, ())
+        return seen
+
+    return sorted(stages, key=lambda s: (len(ancestors(s)), stages.index(s)))
+
+
 def parse_explain(doc: Any, source: str = "explain.json") -> PlanDag:
-    """The Tez DAG of an ``EXPLAIN FORMATTED`` document (several Tez stages: names get a prefix)."""
+    """The Tez DAG of an ``EXPLAIN FORMATTED`` document.
+
+    Several Tez stages (e.g. a multi-insert) run one after the other: vertex names get a
+    ``"<stage>/"`` prefix and every sink of a stage gets a ``STAGE_ORDER`` edge to every source of
+    the next, so the levels of the job DAG follow the stages' order.
+    """
     if not isinstance(doc, Mapping) or not isinstance(doc.get("STAGE PLANS"), Mapping):
         raise PlanError(f"{source}: not an EXPLAIN FORMATTED document (no \"STAGE PLANS\" object)")
-    tez_stages = [(s, p["Tez"]) for s, p in doc["STAGE PLANS"].items() if isinstance(p, Mapping) and "Tez" in p]
-    if not tez_stages:
+    tez_plans = {str(s): p["Tez"] for s, p in doc["STAGE PLANS"].items() if isinstance(p, Mapping) and "Tez" in p}
+    if not tez_plans:
         raise PlanError(f"{source}: no Tez stage in \"STAGE PLANS\" (is hive.execution.engine=tez?)")
     vertices: dict[str, PlanVertex] = {}
     edges: list[Edge] = []
-    prefix_needed = len(tez_stages) > 1
-    for stage, tez in tez_stages:
+    prefix_needed = len(tez_plans) > 1
+    previous_sinks: list[str] = []
+    for stage in _stage_order(doc, list(tez_plans)):
+        tez = tez_plans[stage]
         where = f"{source}: {stage}"
         if not isinstance(tez, Mapping) or not isinstance(tez.get("Vertices:"), Mapping):
             raise PlanError(f"{where}: \"Tez\" has no \"Vertices:\" object")
         pre = f"{stage}/" if prefix_needed else ""
+        names: list[str] = []
         for name, body in tez["Vertices:"].items():
             v = _explain_vertex(str(name), body, where)
             vertices[pre + v.name] = PlanVertex(pre + v.name, v.kind, v.scan_bytes, v.max_bytes)
-        for e in _explain_edges(tez.get("Edges:"), where):
-            edges.append(Edge(pre + e.src, pre + e.dst, e.type))
+            if v.kind is not VertexKind.UNION:
+                names.append(pre + v.name)
+        stage_edges = [Edge(pre + e.src, pre + e.dst, e.type) for e in _explain_edges(tez.get("Edges:"), where)]
+        edges += stage_edges
+        flow = [e for e in stage_edges if e.type != CONTAINS]
+        sources = [n for n in names if not any(e.dst == n for e in flow)]
+        edges += [Edge(sink, src, STAGE_ORDER) for sink in previous_sinks for src in sources]
+        previous_sinks = [n for n in names if not any(e.src == n for e in flow)]
     return _checked(PlanDag(vertices, tuple(edges)), source)
 
 

@@ -113,3 +113,28 @@ def test_all_99_bundled_tpcds_dags_route_and_match_the_policy_core() -> None:
             if has_stats:
                 assert n == ref.vertices[v], (q, v)
         assert max_concurrency(job) >= 1
+
+
+def test_several_tez_stages_run_one_after_the_other() -> None:
+    def stage(scan_bytes: int) -> dict:
+        scan = f"Num rows: 1000 Data size: {scan_bytes} Basic stats: COMPLETE Column stats: NONE"
+        return {"Tez": {
+            "Edges:": {"Reducer 2": {"parent": "Map 1", "type": "SIMPLE_EDGE"}},
+            "Vertices:": {
+                "Map 1": {"Map Operator Tree:": [{"TableScan": {"alias:": "t", "Statistics:": scan}}]},
+                "Reducer 2": {"Reduce Operator Tree:": {"Group By Operator": {"Statistics:": scan}}},
+            }}}
+
+    # Plan order lists the later stage first; the dependencies say Stage-4 runs after Stage-1.
+    doc = {
+        "STAGE DEPENDENCIES": {"Stage-1": {"ROOT STAGE": "TRUE"}, "Stage-2": {"DEPENDENT STAGES": "Stage-1"},
+                               "Stage-0": {"DEPENDENT STAGES": "Stage-2"}, "Stage-4": {"DEPENDENT STAGES": "Stage-0"}},
+        "STAGE PLANS": {"Stage-4": stage(3 * 2**30), "Stage-1": stage(2 * 2**30),
+                        "Stage-0": {"Move Operator": {}}, "Stage-2": {"Dependency Collection": {}}},
+    }
+    dag = parse_explain(doc)
+    assert ("Stage-1/Reducer 2", "Stage-4/Map 1", "STAGE_ORDER") in edges(dag)
+    assert not any(e.src.startswith("Stage-4") and e.dst.startswith("Stage-1") for e in dag.edges)
+    job = parse_job(job_document("multi", dag, EstimateConfig(map_split_bytes=2**30, bytes_per_reducer=2**30)))
+    # Sequential stages: the peak is the larger stage's Map (3 tasks), not the sum of both Maps (5).
+    assert max_concurrency(job) == 3
