@@ -53,6 +53,17 @@ def test_interval_is_inferred_despite_missing_samples():
         infer_interval_s(np.array([T0, T0]))
 
 
+def test_interval_is_per_server_when_servers_sample_at_different_offsets():
+    # Server a reports on the minute, server b 30 s later: 60 s apart each, 30 s apart together.
+    rows = [(T0 + 60.0 * j, "a", "t", 0.2) for j in range(20)]
+    rows += [(T0 + 30.0 + 60.0 * j, "b", "t", 0.4) for j in range(20)]
+    s = samples(rows)
+    assert infer_interval_s(s.timestamp_s) == 30.0  # what the times alone suggest
+    series = tenant_series(s)
+    assert series.interval_s == 60.0
+    np.testing.assert_allclose(series.cpu[0, 1:-1], 0.3)  # both servers land in each slot
+
+
 def test_off_grid_samples_go_to_the_nearest_slot():
     s = samples([(T0, "a", "t", 0.1), (T0 + 125, "a", "t", 0.2), (T0 + 238, "a", "t", 0.3)])
     np.testing.assert_allclose(tenant_series(s, interval_s=120).cpu, [[0.1, 0.2, 0.3]])
