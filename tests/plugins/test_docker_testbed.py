@@ -135,3 +135,30 @@ def test_summarize_builds_job_and_latency_tables(tmp_path: Path) -> None:
                                                                                ("tpcds-q1", "default", "0")]
     lat = list(csv.DictReader((tmp_path / "primary-latency.csv").open()))
     assert lat == [{"worker": "worker1", "minutes": "2", "p50_ms_median": "1.5", "p99_ms_worst": "9.0"}]
+
+
+def test_every_harvest_command_in_the_testbed_parses() -> None:
+    """The harvest invocations in the scripts and the Dockerfile use sub-commands and flags that exist."""
+    import shlex
+
+    from placement_service.cli import build_parser
+
+    parser = build_parser()
+    sources = sorted((DOCKER / "scripts").glob("*.sh")) + [DOCKER / "Dockerfile"]
+    seen = 0
+    for path in sources:
+        text = path.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            if line.strip().startswith("#"):
+                continue
+            m = re.search(r"(?:^|[\s;&|])harvest\s+(.*)", line)
+            if not m:
+                continue
+            cmd = re.split(r"\s(?:&&|&|\|\||2>|>|\|)(?:\s|$)", m.group(1))[0]
+            cmd = re.sub(r"\"\$\([^)]*\)\"|\$\{[^}]*\}|\$\([^)]*\)|\$[A-Za-z_]+", "1", cmd)
+            try:
+                parser.parse_args(shlex.split(cmd))
+            except SystemExit:
+                pytest.fail(f"{path.name}: 'harvest {cmd}' does not parse")
+            seen += 1
+    assert seen >= 8
