@@ -6,6 +6,7 @@ import csv
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from tests.plugins.real_service import RealService, real_service
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> RealService:  # type: ignore[misc]
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealService]:
     from tests.plugins.conftest import FIXTURES
 
     tmp = tmp_path_factory.mktemp("e2e")
