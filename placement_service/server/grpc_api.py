@@ -9,6 +9,7 @@ stored; earlier messages of the stream were already acknowledged one by one).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import hmac
 import logging
 import threading
@@ -38,10 +39,41 @@ def report_from_proto(msg: harvest_pb2.NodeReport, now_s: float, max_future_s: f
     return parse_report(doc, "report", now_s, max_future_s)
 
 
+class DurableWaiter:
+    """Awaitable durability for the event loop: one loop wake-up per fsync, not one per report."""
+
+    def __init__(self, service: PlacementService, loop: asyncio.AbstractEventLoop) -> None:
+        self._wal = service.wal
+        self._loop = loop
+        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._n = 0
+        self._wal.add_listener(self._on_durable)
+
+    def _on_durable(self, ticket: int) -> None:  # writer thread
+        self._loop.call_soon_threadsafe(self._release)
+
+    def _release(self) -> None:  # event loop
+        durable = self._wal.durable_ticket
+        while self._heap and self._heap[0][0] <= durable:
+            fut = heapq.heappop(self._heap)[2]
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait(self, ticket: int) -> None:
+        if self._wal.durable_ticket >= ticket:
+            return
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._n += 1
+        heapq.heappush(self._heap, (ticket, self._n, fut))
+        self._release()  # the fsync may have finished since the check above
+        await fut
+
+
 class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
     def __init__(self, service: PlacementService, token: str | None) -> None:
         self.service = service
         self.token = token
+        self.waiter: DurableWaiter | None = None
 
     async def _authorize(self, context: grpc.aio.ServicerContext) -> None:
         if self.token is None:
@@ -68,9 +100,10 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
                 return
             result = service.ingest([report])
-            await asyncio.wrap_future(service.wal.future(result.ticket))
+            if self.waiter is None:
+                self.waiter = DurableWaiter(service, asyncio.get_running_loop())
+            await self.waiter.wait(result.ticket)
             service.after_durable(result)
-            service.metrics.inc("harvest_reports_accepted_total", api="grpc")
             class_id = service.policy.class_of_tenant(report.tenant)
             yield harvest_pb2.ReportReply(
                 node=report.node, acked_seq=result.acked_seq.get(report.node, 0), class_id=class_id, label=class_id
@@ -88,7 +121,7 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
             if not 1 <= request.replicas <= 32:
                 raise RequestError(f"replicas: must be 1..32, got {request.replicas}", "replicas")
             excluded = [check_name(e, f"excluded[{i}]") for i, e in enumerate(request.excluded)]
-            result = self.service.policy.place(writer, int(request.replicas), excluded, int(request.block_size))
+            result = self.service.policy_with_node(writer).place(writer, int(request.replicas), excluded, int(request.block_size))
         except NotFoundError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise

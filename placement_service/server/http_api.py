@@ -146,7 +146,7 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         writer, replicas, excluded, block_size = parse_place_request(doc)
         if writer:
             service.node(writer)  # 404 for an unknown writer
-        result = service.policy.place(writer, replicas, excluded, block_size)
+        result = service.policy_with_node(writer).place(writer, replicas, excluded, block_size)
         return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason})
 
     # -- queries ---------------------------------------------------------------------------------

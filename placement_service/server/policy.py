@@ -62,6 +62,15 @@ class PolicyView:
     def class_of_tenant(self, tenant: str) -> str:
         return self.tenant_class.get(tenant, "")
 
+    def update_current(self, nodes: Mapping[str, NodeReport], window_s: float) -> None:
+        """Refresh the classes' current CPU from the nodes' latest reports."""
+        if self.selector is None or self.table is None:
+            return
+        current = class_current_cpu(self.table, nodes, time.time(), window_s)
+        if current:
+            with self._lock:
+                self.selector.update_current(current)
+
     def set_busy(self, node: str, busy: bool) -> None:
         if self.placer is not None and node in self.placer_nodes:
             with self._lock:

@@ -82,6 +82,8 @@ class PlacementService:
         self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._harvestable)
         self._nodes_version = 0
         self._policy_nodes_version = 0
+        self._policy_stale = False
+        self._refresh_lock = threading.Lock()
         self._rm = (
             ResourceManagerClient(cfg.rm_url, cfg.rm_timeout_s, cfg.rm_exclusive, cfg.rm_centralized)
             if cfg.rm_url else None
@@ -152,6 +154,8 @@ class PlacementService:
 
     def after_durable(self, result: IngestResult) -> None:
         """Step 3: the live view follows durable reports only."""
+        if result.duplicates:
+            self.metrics.inc("harvest_reports_duplicate_total", result.duplicates)
         if not result.stored:
             return
         with self._nodes_lock:
@@ -164,7 +168,6 @@ class PlacementService:
                 if old is None or old.busy != new.busy:
                     self._policy.set_busy(r.node, new.busy)
         self.metrics.inc("harvest_reports_stored_total", len(result.stored))
-        self.metrics.inc("harvest_reports_duplicate_total", result.duplicates)
 
     def ingest_and_wait(self, reports: Sequence[NodeReport]) -> IngestResult:
         result = self.ingest(reports)
@@ -248,27 +251,44 @@ class PlacementService:
 
     @property
     def policy(self) -> PolicyView:
-        """The current policy view, rebuilt when nodes registered since it was built."""
-        if self._nodes_version != self._policy_nodes_version:
-            self.refresh_policy()
+        """The current policy view (rebuilt in the background; never on the request path)."""
         return self._policy
 
+    def policy_with_node(self, node: str) -> PolicyView:
+        """The policy view, rebuilt first if ``node`` registered after it was built (placement path)."""
+        view = self._policy
+        missing = view.placer is None or (node and node not in view.placer_nodes)
+        if missing and self._nodes_version != self._policy_nodes_version:
+            with self._refresh_lock:
+                if self._nodes_version != self._policy_nodes_version:
+                    self.refresh_policy()
+            view = self._policy
+        return view
+
     def refresh_policy(self, doc: dict[str, Any] | None = None, version: int | None = None) -> None:
+        """Rebuild the view when the table, the node set or the harvestable set changed; otherwise
+        only refresh the classes' current CPU (cheap, in place under the view's lock)."""
         with self._nodes_lock:
-            nodes = dict(self._nodes)
             nodes_version = self._nodes_version
+            changed = doc is not None or nodes_version != self._policy_nodes_version or self._policy_stale
+            nodes = dict(self._nodes)
         old = self._policy
+        if not changed:
+            old.update_current(nodes, self.cfg.current_window_s)
+            return
         view = build_policy_view(
             self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
             nodes, self._harvestable, current_window_s=self.cfg.current_window_s,
         )
         self._policy = view  # one reference swap: requests see the old or the new view, never a mix
         self._policy_nodes_version = nodes_version
+        self._policy_stale = False
 
     # -- harvestable set -------------------------------------------------------------------------
     def set_harvestable(self, nodes: Sequence[str] | None) -> None:
         self.state.save_harvestable(nodes)
         self._harvestable = None if nodes is None else frozenset(nodes)
+        self._policy_stale = True
         self.refresh_policy()
 
     @property

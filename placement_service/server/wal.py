@@ -29,7 +29,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +114,7 @@ class ReportLog:
         self._closing = False
         self._failed: BaseException | None = None
         self._waiters: list[tuple[int, Future[None]]] = []
+        self._listeners: list[Callable[[int], None]] = []
         self.fsyncs = 0
         self.frames_written = 0
         self.bytes_written = 0
@@ -165,6 +166,14 @@ class ReportLog:
             else:
                 self._waiters.append((ticket, fut))
         return fut
+
+    @property
+    def durable_ticket(self) -> int:
+        return self._durable_ticket
+
+    def add_listener(self, fn: Callable[[int], None]) -> None:
+        """``fn(durable_ticket)`` runs on the writer thread after every fsync (keep it tiny)."""
+        self._listeners.append(fn)
 
     def rotate(self, timeout_s: float = 30.0) -> list[int]:
         """Close the active segment (after writing what is buffered); return the ids closed so far."""
@@ -245,3 +254,5 @@ class ReportLog:
                 self._cond.notify_all()
             for fut in ready:
                 fut.set_result(None)
+            for fn in self._listeners:
+                fn(last)

@@ -1,0 +1,78 @@
+"""Shared helpers of the service benchmarks: start/stop a real ``harvest serve``, run the load
+generator in its own process, read the machine load."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "bench-token"
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    http: str
+    grpc: str
+    data_dir: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def cpu_s(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_server(data_dir: Path, *extra: str) -> Server:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token_file = data_dir.parent / "token"
+    token_file.write_text(TOKEN)
+    cmd = [sys.executable, "-m", "placement_service.cli", "serve", "--data-dir", str(data_dir), "--http-port", "0",
+           "--grpc-port", "0", "--token-file", str(token_file), *extra]
+    log = open(data_dir.parent / "server.log", "a")  # noqa: SIM115 - lives as long as the server
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 120)
+    line = proc.stdout.readline() if ready else ""
+    if not line.startswith("harvest serve:"):
+        proc.kill()
+        raise RuntimeError(f"server did not start: {line!r}")
+    parts = line.split()
+    return Server(proc, parts[2], parts[4], data_dir)
+
+
+def loadgen(mode: str, server: Server, *args: str) -> dict[str, Any]:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "service_loadgen.py"), mode, "--http", server.http,
+           "--grpc", server.grpc, "--token", TOKEN, *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"load generator failed: {out.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["stderr_lines"] = len(out.stderr.splitlines())
+    return result
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def now_utc() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

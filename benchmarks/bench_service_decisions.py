@@ -1,0 +1,136 @@
+"""Decision latency of a real server with 5,000 tenants / 15,000 nodes, with and without a
+re-clustering running: ``ChooseTargets`` (gRPC, open loop) and ``POST /v1/jobs/select`` (HTTP).
+
+    .venv/bin/python benchmarks/bench_service_decisions.py --duration-s 20
+
+Steps: (1) seed 7 days of 5-minute history for 5,000 tenants straight into the service's Parquet
+layout (the same files the compactor writes), (2) start ``harvest serve`` and register 15,000
+nodes with one report each, (3) re-cluster once (timed) to get a class table, (4) measure both
+decision paths together for ``--duration-s`` (baseline), (5) start a re-clustering and measure
+again while it runs; p99 during (5) should be at most twice the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from benchmarks.bench_service_common import TOKEN, Server, load_average, loadgen, now_utc, start_server
+from placement_service.core.types import Pattern
+from placement_service.server.history import SCHEMA, day_of, write_parquet_atomic
+from placement_service.traces.synth import synth_tenant_cpu
+
+SLOT_S = 300
+
+
+def seed_history(data_dir: Path, tenants: int, days: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_slots = days * 86400 // SLOT_S
+    start = (int(time.time()) // 86400 - days) * 86400
+    patterns = [Pattern.PERIODIC, Pattern.CONSTANT, Pattern.UNPREDICTABLE]
+    cpu = np.stack([synth_tenant_cpu(patterns[t % 3], n_slots, SLOT_S, rng, start_s=start) for t in range(tenants)])
+    slots = start + np.arange(n_slots) * SLOT_S
+    names = np.array([f"tenant-{t:05d}" for t in range(tenants)])
+    per_day = 86400 // SLOT_S
+    for d in range(days):
+        sl = slice(d * per_day, (d + 1) * per_day)
+        table = pa.table({
+            "tenant": np.repeat(names, per_day), "slot_start_s": np.tile(slots[sl], tenants).astype(np.int64),
+            "n_reports": np.full(tenants * per_day, 3, dtype=np.int64),
+            "cpu_frac_sum": (cpu[:, sl] * 3).ravel(), "memory_frac_sum": np.full(tenants * per_day, 0.75),
+        }, schema=SCHEMA)
+        day_dir = data_dir / "history" / f"day={day_of(int(slots[sl][0]))}"
+        day_dir.mkdir(parents=True, exist_ok=True)
+        write_parquet_atomic(table, day_dir / "seg-0-0.parquet")
+
+
+def call(server: Server, method: str, path: str, body: Any = None) -> Any:
+    req = urllib.request.Request(server.http + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode())
+    req.add_header("Authorization", f"Bearer {TOKEN}")
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=1200) as resp:
+        return json.loads(resp.read())
+
+
+def measure(server: Server, duration_s: float, rate: float, select_rate: float, nodes: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+
+    def run(name: str, *args: str) -> None:
+        results[name] = loadgen(*args)
+
+    threads = [
+        threading.Thread(target=run, args=("choose_targets", "choose-targets", server, "--rate", str(rate),
+                                           "--duration-s", str(duration_s), "--nodes", str(nodes))),
+        threading.Thread(target=run, args=("select", "select", server, "--rate", str(select_rate),
+                                           "--duration-s", str(duration_s), "--connections", "4")),
+    ]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return results
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tenants", type=int, default=5000)
+    p.add_argument("--nodes-per-tenant", type=int, default=3)
+    p.add_argument("--days", type=int, default=7)
+    p.add_argument("--duration-s", type=float, default=20.0)
+    p.add_argument("--rate", type=float, default=1000.0, help="ChooseTargets per second")
+    p.add_argument("--select-rate", type=float, default=100.0, help="job selections per second")
+    args = p.parse_args()
+    out: dict[str, Any] = {"when": now_utc(), "tenants": args.tenants}
+    with tempfile.TemporaryDirectory(prefix="bench-decisions-") as tmp:
+        data = Path(tmp) / "data"
+        t = time.perf_counter()
+        seed_history(data, args.tenants, args.days, seed=1)
+        out["seed_s"] = round(time.perf_counter() - t, 1)
+        server = start_server(data, "--recluster-interval-s", "0")
+        try:
+            nodes = args.tenants * args.nodes_per_tenant
+            now = time.time()
+            for lo in range(0, nodes, 5000):
+                reps = [{"node": f"node-{i:05d}", "tenant": f"tenant-{i % args.tenants:05d}", "timestamp": now,
+                         "primary_cpu_cores": 4.0, "primary_memory_mb": 4096.0, "capacity_cores": 16.0,
+                         "capacity_memory_mb": 65536.0, "busy": False, "free_storage_gb": 800.0}
+                        for i in range(lo, min(lo + 5000, nodes))]
+                call(server, "POST", "/v1/reports", {"reports": reps})
+            t = time.perf_counter()
+            status = call(server, "POST", "/v1/recluster?wait=1")
+            out["first_recluster_s"] = round(time.perf_counter() - t, 1)
+            out["recluster_status"] = {k: status[k] for k in ("runs", "failures", "last_error", "last_duration_s")}
+            out["classes"] = len(call(server, "GET", "/v1/classes")["classes"])
+            out["load_baseline"] = load_average()
+            out["baseline"] = measure(server, args.duration_s, args.rate, args.select_rate, nodes)
+            call(server, "POST", "/v1/recluster")
+            cpu0 = server.cpu_s()
+            out["load_recluster"] = load_average()
+            out["during_recluster"] = measure(server, args.duration_s, args.rate, args.select_rate, nodes)
+            out["recluster_still_running_at_end"] = call(server, "GET", "/v1/recluster")["running"]
+            out["server_cpu_s_during"] = round(server.cpu_s() - cpu0, 1)
+            t = time.perf_counter()
+            while call(server, "GET", "/v1/recluster")["running"]:
+                time.sleep(1)
+            out["second_recluster_status"] = call(server, "GET", "/v1/recluster")
+        finally:
+            server.stop()
+    for phase in ("baseline", "during_recluster"):
+        for name in ("choose_targets", "select"):
+            out[phase][name].pop("stderr_lines", None)
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
