@@ -93,13 +93,22 @@ def generate_requests(
     # scale: each type's share of the requests plus its embedded buffer (about 1 / (MSBs holding the
     # type - 1) of the request) stays within ``fill`` of the type's supply; the tightest type sets one scale
     msbs_of_hw = np.array([max(2, len(set(region.msb[region.hardware == g].tolist()))) for g in range(n_hw)])
-    demand = np.zeros(n_hw)
-    for r in range(n_reservations):
-        types = np.arange(first[r], min(n_hw, first[r] + width[r]))
-        demand[types] += sizes[r] * supply[types] / supply[types].sum()
-    demand *= 1.0 + 1.0 / (msbs_of_hw - 1) + 0.05
-    scale = fill / float(np.max(demand / np.maximum(supply, 1.0)))
-    sizes = np.maximum(min_servers, sizes * scale)
+    factor = 1.0 + 1.0 / (msbs_of_hw - 1) + 0.05
+
+    def load(sz: np.ndarray) -> np.ndarray:
+        demand = np.zeros(n_hw)
+        for r in range(n_reservations):
+            types = np.arange(first[r], min(n_hw, first[r] + width[r]))
+            demand[types] += sz[r] * supply[types] / supply[types].sum()
+        return demand * factor / np.maximum(supply, 1.0)
+
+    # fit: every reservation grows or shrinks until the most loaded of its types sits at ``fill``
+    for _ in range(30):
+        per_type = load(sizes)
+        worst = np.array([per_type[first[r] : min(n_hw, first[r] + width[r])].max() for r in range(n_reservations)])
+        sizes = sizes * np.clip(fill / np.maximum(worst, 1e-9), 0.5, 2.0) ** 0.5
+    sizes = sizes * min(1.0, fill / float(load(sizes).max()))
+    sizes = np.maximum(min_servers, sizes)
     dc_of_hw = [sorted(set(region.datacenter[region.hardware == g].tolist())) for g in range(n_hw)]
     out = []
     for r in range(n_reservations):
