@@ -85,7 +85,12 @@ def _write(path: Path | None, text: str) -> None:
 
 
 def _cmd_route(args: argparse.Namespace) -> int:
-    from scheduler_plugin.explain import job_document, parse_dag_description, parse_explain
+    from scheduler_plugin.explain import (
+        job_document,
+        parse_dag_description,
+        parse_explain,
+        parse_tez_dag_plan,
+    )
 
     if (args.plan is None) == (args.tpcds is None):
         raise HarvestError("give either a PLAN file or --tpcds N")
@@ -102,11 +107,14 @@ def _cmd_route(args: argparse.Namespace) -> int:
     if fmt == "job":
         job = doc
     else:
-        dag = parse_explain(doc, source) if fmt == "explain" else parse_dag_description(doc, source)
         last = _history(args).get(name)
-        job = job_document(
-            name, dag, _estimate(args), last.last_duration_s if last else None, last.vertex_tasks if last else None
-        )
+        tasks = dict(last.vertex_tasks) if last else {}
+        if fmt == "tez-dag":
+            dag, recorded = parse_tez_dag_plan(doc, source)
+            tasks.update(recorded)
+        else:
+            dag = parse_explain(doc, source) if fmt == "explain" else parse_dag_description(doc, source)
+        job = job_document(name, dag, _estimate(args), last.last_duration_s if last else None, tasks)
     if args.job_out:
         _write(args.job_out, json.dumps(job, indent=1) + "\n")
     decision = _router(args).route(job)
@@ -203,7 +211,9 @@ def register(subparsers: Any) -> None:
                               "(or select locally), and print the settings to run it with.")
     p.add_argument("plan", type=Path, nargs="?", help="EXPLAIN FORMATTED JSON, a Tez DAG description, or a job JSON")
     p.add_argument("--tpcds", metavar="N", help="route the bundled Hive/Tez plan of TPC-DS query N instead of a file")
-    p.add_argument("--format", choices=["explain", "dag", "job"], default="explain", help="what PLAN is")
+    p.add_argument("--format", choices=["explain", "dag", "tez-dag", "job"], default="explain",
+                   help="what PLAN is: EXPLAIN FORMATTED JSON, a Tez DAG description (as bundled), Tez's own "
+                   "DAG plan (Tez UI / timeline dagPlan), or a job JSON")
     p.add_argument("--name", help="job name (default: the file's stem); keys the history store")
     p.add_argument("--job-out", type=Path, help="also write the job JSON here")
     _add_routing_args(p)

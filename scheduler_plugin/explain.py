@@ -8,6 +8,8 @@ Two inputs are understood:
   A Map vertex holds ``"Map Operator Tree:"`` (a list of root operators, one per scanned table), a
   Reducer ``"Reduce Operator Tree:"`` (one root operator), a Union only ``"Vertex:"``. Operators
   carry ``"Statistics:": "Num rows: N Data size: B Basic stats: ..."``.
+* Tez's own DAG plan (``parse_tez_dag_plan``: vertex and edge lists, as the Tez UI and the
+  timeline server show them), with the task counts of a finished run when present.
 * A Tez DAG description as bundled with the TPC-DS plans (``placement_service/data``): per stage
   ``{"vertices": {name: {"kind", "first_stat_bytes", "max_stat_bytes", ...}}, "edges": [{"src",
   "dst", "type"}]}``.
@@ -264,6 +266,46 @@ def parse_dag_description(doc: Any, source: str = "dag.json") -> PlanDag:
                 raise PlanError(f"{where}: edges[{i}]: expected {{\"src\", \"dst\", \"type\"}}, got {e!r}")
             edges.append(Edge(pre + e["src"], pre + e["dst"], str(e.get("type", "SIMPLE_EDGE"))))
     return _checked(PlanDag(vertices, tuple(edges)), source)
+
+
+# --- Tez's own DAG plan (Tez UI / timeline "dagPlan") --------------------------------------------
+
+_PROCESSOR_KIND = {"MapTezProcessor": VertexKind.MAP, "ReduceTezProcessor": VertexKind.REDUCER}
+
+
+def parse_tez_dag_plan(doc: Any, source: str = "dag-plan.json") -> tuple[PlanDag, dict[str, int]]:
+    """Tez's DAG plan ``{"vertices": [{"vertexName", "processorClass", ...}], "edges": [{"inputVertexName",
+    "outputVertexName", "dataMovementType", ...}]}`` (also wrapped as ``{"dagPlan": {...}}``).
+
+    It carries no data sizes; the second value holds the task counts a finished run recorded
+    (``numTasks`` / ``totalTasks`` of a vertex, also under its ``"data"``), to use as the last run.
+    """
+    plan = doc.get("dagPlan") if isinstance(doc, Mapping) and "dagPlan" in doc else doc
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("vertices"), list):
+        raise PlanError(f"{source}: not a Tez DAG plan (no 'vertices' list)")
+    vertices: dict[str, PlanVertex] = {}
+    recorded: dict[str, int] = {}
+    for i, v in enumerate(plan["vertices"]):
+        if not isinstance(v, Mapping) or not isinstance(v.get("vertexName"), str) or not v["vertexName"]:
+            raise PlanError(f"{source}: vertices[{i}]: expected an object with a 'vertexName'")
+        name = v["vertexName"]
+        processor = str(v.get("processorClass", "")).rsplit(".", 1)[-1]
+        kind = _PROCESSOR_KIND.get(processor, kind_of(name))
+        vertices[name] = PlanVertex(name, kind, None, None)
+        data = v.get("data")
+        holders: list[Mapping[str, Any]] = [v, data] if isinstance(data, Mapping) else [v]
+        for holder in holders:
+            n = holder.get("numTasks", holder.get("totalTasks"))
+            if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+                recorded[name] = n
+    edges = []
+    for i, e in enumerate(plan.get("edges") or []):
+        if not isinstance(e, Mapping) or not isinstance(e.get("inputVertexName"), str) or not isinstance(
+            e.get("outputVertexName"), str
+        ):
+            raise PlanError(f"{source}: edges[{i}]: expected 'inputVertexName' and 'outputVertexName'")
+        edges.append(Edge(e["inputVertexName"], e["outputVertexName"], str(e.get("dataMovementType", "SCATTER_GATHER"))))
+    return _checked(PlanDag(vertices, tuple(edges)), source), recorded
 
 
 def _checked(dag: PlanDag, source: str) -> PlanDag:

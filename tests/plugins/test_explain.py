@@ -138,3 +138,17 @@ def test_several_tez_stages_run_one_after_the_other() -> None:
     job = parse_job(job_document("multi", dag, EstimateConfig(map_split_bytes=2**30, bytes_per_reducer=2**30)))
     # Sequential stages: the peak is the larger stage's Map (3 tasks), not the sum of both Maps (5).
     assert max_concurrency(job) == 3
+
+
+def test_tez_dag_plan_with_recorded_tasks(fixtures: Path) -> None:
+    from scheduler_plugin.explain import parse_tez_dag_plan
+
+    dag, recorded = parse_tez_dag_plan(load(fixtures, "tez_dag_plan.json"))
+    assert edges(dag) == {("Map 4", "Map 1", "BROADCAST"), ("Map 1", "Reducer 2", "SCATTER_GATHER")}
+    assert dag.vertices["Reducer 2"].kind is VertexKind.REDUCER
+    assert recorded == {"Map 4": 1, "Map 1": 809}
+    job = parse_job(job_document("tez", dag, last_run_tasks=recorded))
+    assert job.vertices == {"Map 4": 1, "Map 1": 809, "Reducer 2": 1}
+    assert max_concurrency(job) == 809
+    with pytest.raises(PlanError, match=r"edges\[0\]"):
+        parse_tez_dag_plan({"vertices": [{"vertexName": "a"}], "edges": [{"inputVertexName": "a"}]})
