@@ -90,6 +90,12 @@ class GeneratorConfig:
     many small tenants stay mostly constant (the paper: most tenants are roughly constant)."""
     weekly_frac: float = 0.3
     """Share of periodic tenants with a weekly (weekday / weekend) cycle on top of the daily one."""
+    peak_hour_utc: float = 15.0
+    """Periodic tenants serve one region: their daily peak is near this hour (UTC) ..."""
+    peak_hour_std_h: float = 2.5
+    """... with this normal spread in hours ..."""
+    peak_hour_uniform_frac: float = 0.2
+    """... except this share, whose peak hour is uniform over the day (global or other-region users)."""
 
     # -- utilization series
     series_noise: float = 0.005
@@ -253,6 +259,21 @@ def name_tenants(patterns: list[Pattern], cfg: GeneratorConfig, rng: np.random.G
 # ----------------------------------------------------------------------------------------------
 
 
+def _peak_phase_s(cfg: GeneratorConfig, rng: np.random.Generator) -> float:
+    """Phase of a periodic tenant: its daily peak at ``peak_hour_utc`` +- ``peak_hour_std_h``
+    (or uniform for ``peak_hour_uniform_frac`` of them), its weekend on Saturday and Sunday.
+
+    ``synth`` puts the peak at ``t = phase (mod 1 day)`` and the weekend on the days ``d`` (counted
+    from the epoch, a Thursday, shifted by the phase) with ``d mod 7 in {5, 6}``: a phase of 4 days
+    + the peak hour makes those days Saturday and Sunday (from the peak hour on).
+    """
+    if rng.random() < cfg.peak_hour_uniform_frac:
+        hour = float(rng.uniform(0.0, 24.0))
+    else:
+        hour = float(rng.normal(cfg.peak_hour_utc, cfg.peak_hour_std_h)) % 24.0
+    return 4 * DAY_S + hour * 3600.0
+
+
 def _samples(
     patterns: list[Pattern],
     tenant_names: list[str],
@@ -288,7 +309,14 @@ def _samples(
         rng = np.random.default_rng([seed, _SERIES, i])
         weekly = pattern is Pattern.PERIODIC and rng.random() < cfg.weekly_frac
         base = synth_tenant_cpu(
-            pattern, n_slots, interval_s, rng, noise=cfg.series_noise, weekly=weekly, start_s=cfg.start_s
+            pattern,
+            n_slots,
+            interval_s,
+            rng,
+            noise=cfg.series_noise,
+            weekly=weekly,
+            start_s=cfg.start_s,
+            phase_s=_peak_phase_s(cfg, rng) if pattern is Pattern.PERIODIC else None,
         )
         mem_level = rng.uniform(*cfg.memory_level)
         servers = sampled[i]

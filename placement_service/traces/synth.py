@@ -104,10 +104,12 @@ def synth_tenant_cpu(
 ) -> np.ndarray:
     """One tenant's average-server CPU fraction (0..1) in ``n_slots`` slots of ``interval_s`` seconds.
 
-    ``level``: the mean utilization before noise (drawn per pattern when None). ``phase_s``: shift of
-    the daily (and weekly) cycle in seconds (uniform over a day, or a week when ``weekly``, when
-    None). ``weekly`` only applies to periodic tenants. ``start_s`` is the epoch time of slot 0 (the
-    cycles are aligned to UTC midnight, shifted by the phase).
+    ``level``: the mean utilization before noise (drawn per pattern when None). ``phase_s``: the
+    daily peak is at ``phase_s mod 1 day`` (UTC); for weekly tenants its whole days also shift the
+    week: days run midnight to midnight UTC, and day ``d`` (since the epoch, a Thursday) is a weekend
+    day when ``(d - floor(phase_s / 1 day)) mod 7`` is 5 or 6 (a phase of 4 days + h hours: Saturday
+    and Sunday, peak at h). Uniform over a day (a week when ``weekly``) when None. ``weekly`` only
+    applies to periodic tenants. ``start_s`` is the epoch time of slot 0.
     """
     n = int(n_slots)
     t = start_s + np.arange(n, dtype=np.float64) * interval_s
@@ -133,18 +135,19 @@ def _periodic(
     width_h = float(rng.uniform(8.0, 14.0))
     swing = float(rng.uniform(0.08, 0.45))  # peak-to-trough of a weekday
     swing = min(swing, 2 * max(mean - 0.02, 0.02), 2 * (0.95 - mean))
-    local = t - phase
-    hour = (local % DAY_S) / 3600.0
+    # The peak is at t = phase (mod 1 day); days run midnight to midnight (UTC), counted from the
+    # epoch shifted by the whole days of the phase, and days 5 and 6 of each 7 are the weekend.
+    hour = ((t - phase) % DAY_S) / 3600.0
     shape = _daily_shape(hour, kind, width_h)
     shape = shape - shape.mean()
-    day = np.floor(local / DAY_S).astype(np.int64)
-    day -= day.min() if n else 0
+    abs_day = np.floor((t - np.floor(phase / DAY_S) * DAY_S) / DAY_S).astype(np.int64)
+    day = abs_day - (abs_day.min() if n else 0)
     # Day-to-day jitter of the swing (each day's peak differs a little).
     n_days = int(day.max()) + 1 if n else 0
     amp = swing * (1.0 + 0.08 * rng.standard_normal(n_days))
     base = np.full(n_days, mean)
     if weekly:
-        weekend = (np.floor(local / DAY_S).astype(np.int64) % 7) >= 5
+        weekend = (abs_day % 7) >= 5
         wk_days = np.unique(day[weekend])
         amp[wk_days] *= rng.uniform(0.2, 0.6)
         base[wk_days] -= rng.uniform(0.02, 0.08) * mean / 0.3

@@ -174,3 +174,17 @@ def test_small_and_invalid_sizes():
         generate_datacenter(0, seed=0)
     with pytest.raises(ValueError):
         generate_datacenter(10, seed=0, days=0)
+
+
+def test_periodic_tenants_peak_in_the_afternoon_and_weekly_ones_dip_on_weekends():
+    dc = generate_datacenter(1500, seed=3, days=14, interval_s=600)
+    s = tenant_series(dc.utilization)
+    rows = [i for i, t in enumerate(s.tenants) if dc.tenant_pattern[t] is Pattern.PERIODIC]
+    x = s.cpu[rows].reshape(len(rows), 14, -1)  # [tenant, day, slot of day]; start is a midnight
+    weekday = (np.floor((s.start_s + np.arange(14) * DAY_S) / DAY_S) + 3) % 7  # Monday = 0
+    peak_hour = np.argmax(x[:, weekday < 5].mean(axis=1), axis=1) * s.interval_s / 3600
+    near = np.abs(peak_hour - GeneratorConfig().peak_hour_utc) <= 5
+    assert 0.6 <= near.mean() < 1.0  # most around 15:00 UTC, some anywhere
+    dip = x[:, weekday < 5].mean(axis=(1, 2)) - x[:, weekday >= 5].mean(axis=(1, 2))
+    assert 0.1 < np.mean(dip > 0.01) < 0.5  # the weekly share (30%) dips on Saturday and Sunday
+    assert np.mean(dip < -0.01) < 0.05
