@@ -29,6 +29,35 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class StaticInputs:
+    """Optional operator files: the inventory (environment, rack per node) and reimage rates."""
+
+    node_environment: Mapping[str, str]
+    node_rack: Mapping[str, str]
+    reimage_rates: Mapping[str, float]  # tenant -> reimages per server per 30-day month
+
+
+def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
+    env: dict[str, str] = {}
+    rack: dict[str, str] = {}
+    rates: dict[str, float] = {}
+    if cfg.inventory_file is not None:
+        from placement_service.traces.io import load_inventory
+
+        inv = load_inventory(cfg.inventory_file)
+        env = dict(zip(inv.server, inv.environment, strict=True))
+        rack = dict(zip(inv.server, inv.rack, strict=True))
+        if cfg.reimages_file is not None:
+            from placement_service.traces.io import load_reimages
+            from placement_service.traces.series import reimage_rates
+
+            rates = reimage_rates(load_reimages(cfg.reimages_file, known_servers=inv.server), inv)
+    elif cfg.reimages_file is not None:
+        logger.warning("reimages_file needs inventory_file (server -> tenant); reimage rates ignored")
+    return StaticInputs(env, rack, rates)
+
+
+@dataclass(frozen=True)
 class JobDecision:
     selection: Selection
     queue: str | None
@@ -110,7 +139,7 @@ class PolicyView:
 
 def _placer_for(
     nodes: Mapping[str, NodeReport], harvestable: frozenset[str] | None, table: ClassTable | None, seed: int,
-    block_size_mb: float,
+    block_size_mb: float, static: StaticInputs,
 ) -> tuple[ReplicaPlacer | None, frozenset[str]]:
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)
     if not usable:
@@ -118,8 +147,9 @@ def _placer_for(
     inv = Inventory(
         server=tuple(usable),
         tenant=tuple(nodes[n].tenant for n in usable),
-        environment=tuple(nodes[n].tenant for n in usable),  # a tenant is its own environment here
-        rack=tuple("/default-rack" for _ in usable),
+        # Without an inventory a tenant is its own environment (replicas never share a tenant).
+        environment=tuple(static.node_environment.get(n, nodes[n].tenant) for n in usable),
+        rack=tuple(static.node_rack.get(n, "/default-rack") for n in usable),
         cores=np.array([nodes[n].capacity_cores for n in usable]),
         memory_mb=np.array([nodes[n].capacity_memory_mb for n in usable]),
         storage_gb=np.array([nodes[n].free_storage_gb for n in usable]),
@@ -155,7 +185,9 @@ def build_policy_view(
     harvestable: frozenset[str] | None,
     current_window_s: float | None = None,
     block_size_mb: float = 256.0,
+    static: StaticInputs | None = None,
 ) -> PolicyView:
+    static = static or StaticInputs({}, {}, {})
     table = None
     selector = None
     if doc is not None:
@@ -171,11 +203,11 @@ def build_policy_view(
             logger.error("stored class table v%d is unusable (%s); serving without classes", version, exc)
             table, selector = None, None
     try:
-        placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb)
+        placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static)
     except PolicyError as exc:
         logger.error("cannot build the replica placer: %s", exc)
         placer, placer_nodes = None, frozenset()
-    return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, {})
+    return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates)
 
 
 __all__ = ["PolicyView", "JobDecision", "build_policy_view", "NotFoundError", "PlacementError"]

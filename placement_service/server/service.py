@@ -28,7 +28,7 @@ from typing import Any
 from placement_service.server.config import ServiceConfig
 from placement_service.server.history import Aggregate, HistoryStore, SlotSample, add_reports
 from placement_service.server.metrics import Metrics
-from placement_service.server.policy import PolicyView, build_policy_view
+from placement_service.server.policy import PolicyView, build_policy_view, load_static_inputs
 from placement_service.server.recluster import ReclusterInput, ReclusterWorker
 from placement_service.server.reports import NodeReport, NotFoundError, decode_frame, encode_frame
 from placement_service.server.state import StateStore
@@ -79,7 +79,9 @@ class PlacementService:
             import json
 
             doc = json.loads(cfg.classes_file.read_text())
-        self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._harvestable)
+        self._static = load_static_inputs(cfg)
+        self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._harvestable,
+                                                     static=self._static)
         self._nodes_version = 0
         self._policy_nodes_version = 0
         self._policy_stale = False
@@ -278,7 +280,7 @@ class PlacementService:
             return
         view = build_policy_view(
             self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
-            nodes, self._harvestable, current_window_s=self.cfg.current_window_s,
+            nodes, self._harvestable, current_window_s=self.cfg.current_window_s, static=self._static,
         )
         self._policy = view  # one reference swap: requests see the old or the new view, never a mix
         self._policy_nodes_version = nodes_version
@@ -314,7 +316,7 @@ class PlacementService:
             history_dir=self.history.root, slot_s=self.cfg.slot_s,
             since_s=until - self.cfg.history_days * 86400.0, until_s=until,
             servers_per_tenant=servers, cores_per_tenant=cores, storage_gb_per_tenant=storage,
-            reimage_rate_per_tenant=self._policy.reimage_rates, seed=self.cfg.seed,
+            reimage_rate_per_tenant=self._static.reimage_rates, seed=self.cfg.seed,
         )
 
     def adopt_class_table(self, doc: dict[str, Any]) -> None:
