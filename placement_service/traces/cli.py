@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError
@@ -36,9 +37,9 @@ def register(subparsers: Any) -> None:
     g.add_argument(
         "--sampled-servers-per-tenant",
         type=int,
-        default=3,
+        default=None,
         help=(
-            "write samples for at most this many servers per tenant (default 3; 0 = all). A tenant's "
+            "write samples for at most this many servers per tenant (default 3, or the --config file's; 0 = all). A tenant's "
             "series is the average of its servers, so a few servers carry it; all servers keep their "
             "inventory row, reimages and storage. 5,000 servers x 30 days at 120 s would otherwise be "
             "108M rows"
@@ -46,6 +47,11 @@ def register(subparsers: Any) -> None:
     )
     g.add_argument("--format", choices=("parquet", "csv"), default="parquet",
                    help="parquet (default) or csv (.csv.gz files)")
+    g.add_argument(
+        "--config",
+        help="JSON file of generator settings overriding the defaults (names and units: docs/generator.md); "
+        "--sampled-servers-per-tenant, when given, wins over the file",
+    )
     g.add_argument("--json", action="store_true", help="print the summary as JSON")
     g.set_defaults(func=_generate)
 
@@ -134,9 +140,19 @@ def _generate(args: argparse.Namespace) -> int:
         raise HarvestError(f"--servers must be >= 1, got {args.servers}")
     if args.days <= 0 or args.interval_s <= 0:
         raise HarvestError("--days and --interval-s must be positive")
-    if args.sampled_servers_per_tenant < 0:
-        raise HarvestError("--sampled-servers-per-tenant must be >= 0")
-    cfg = replace(GeneratorConfig(), sampled_servers_per_tenant=args.sampled_servers_per_tenant)
+    cfg = GeneratorConfig()
+    if args.config:
+        try:
+            doc = json.loads(Path(args.config).read_text())
+        except (OSError, ValueError) as exc:
+            raise HarvestError(f"{args.config}: cannot read the generator settings: {exc}") from None
+        if not isinstance(doc, dict):
+            raise HarvestError(f"{args.config}: expected a JSON object of settings")
+        cfg = GeneratorConfig.from_mapping(doc, source=args.config)
+    if args.sampled_servers_per_tenant is not None:
+        if args.sampled_servers_per_tenant < 0:
+            raise HarvestError("--sampled-servers-per-tenant must be >= 0")
+        cfg = replace(cfg, sampled_servers_per_tenant=args.sampled_servers_per_tenant)
     dc = generate_datacenter(args.servers, seed=args.seed, days=args.days, interval_s=args.interval_s, config=cfg)
     paths = write_datacenter(dc, args.out, fmt=args.format)
     _print_summary(summarize(dc), paths, args.json)

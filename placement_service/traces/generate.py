@@ -23,11 +23,14 @@ Deterministic: each step draws from its own named stream ``default_rng([seed, st
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from placement_service import HarvestError
 from placement_service.core.types import Inventory, Pattern, ReimageEvents
 from placement_service.traces import io
 from placement_service.traces.fleet import build_inventory, build_reimages, correlated_reimage_events
@@ -161,6 +164,57 @@ class GeneratorConfig:
     """The servers of one event are reimaged at uniform times within this window."""
 
     start_s: float = DEFAULT_START_S
+    """Epoch seconds of the first slot (default 2016-03-01T00:00:00Z, a Tuesday midnight)."""
+
+    @classmethod
+    def from_mapping(cls, doc: Mapping[str, Any], source: str = "config") -> GeneratorConfig:
+        """Defaults overridden by ``doc`` (e.g. a JSON file); unknown keys and bad types are errors.
+
+        Lists become tuples; ``hardware`` is a list of ``{"name", "cores", "memory_mb", "disk_gb",
+        "share"}`` objects.
+        """
+        known = {f.name: f for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in doc.items():
+            if key not in known:
+                raise ConfigError(f"{source}: unknown generator setting {key!r} (known: {', '.join(sorted(known))})")
+            default = getattr(cls(), key)
+            try:
+                kwargs[key] = _convert_setting(key, value, default)
+            except (TypeError, ValueError, KeyError) as exc:
+                raise ConfigError(f"{source}: setting {key!r}: {exc}") from None
+        return replace(cls(), **kwargs)
+
+
+class ConfigError(HarvestError):
+    """A generator setting is unknown or has the wrong type."""
+
+
+def _convert_setting(key: str, value: Any, default: Any) -> Any:
+    if key == "hardware":
+        if not isinstance(value, list) or not value:
+            raise ValueError("expected a non-empty list of hardware types")
+        return tuple(
+            HardwareType(str(h["name"]), int(h["cores"]), int(h["memory_mb"]), int(h["disk_gb"]), float(h["share"]))
+            for h in value
+        )
+    if isinstance(default, tuple):
+        if not isinstance(value, list) or len(value) != len(default):
+            raise ValueError(f"expected a list of {len(default)} values, got {value!r}")
+        return tuple(
+            _convert_setting(key, v, d) if isinstance(d, tuple) else type(d)(v) for v, d in zip(value, default, strict=True)
+        )
+    if isinstance(default, bool) or not isinstance(default, int | float | str):
+        raise ValueError(f"cannot set {key!r} from a file")
+    if isinstance(default, int) and not isinstance(default, bool):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"expected a number, got {value!r}")
+        return float(value)
+    return str(value)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from placement_service.cli import main
 from placement_service.traces import io
 
@@ -79,3 +81,17 @@ def test_convert_real_and_check_the_result(tmp_path, capsys):
     argv[-1] = "5"  # no VM of the excerpt is present on 5 days
     assert main(argv) == 2
     assert "no VM left" in capsys.readouterr().err
+
+
+def test_generate_reads_a_settings_file(tmp_path, capsys):
+    cfg = tmp_path / "gen.json"
+    cfg.write_text(json.dumps({"periodic_server_share": 0.6, "sampled_servers_per_tenant": 1}))
+    out = tmp_path / "dc"
+    argv = ["generate", "--servers", "400", "--seed", "2", "--days", "1", "--out", str(out), "--config", str(cfg), "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["patterns"]["periodic"]["servers"] == pytest.approx(240, abs=25)
+    assert summary["sampled_servers"] == summary["tenants"]
+    cfg.write_text(json.dumps({"no_such_knob": 1}))
+    assert main(argv) == 2
+    assert "unknown generator setting 'no_such_knob'" in capsys.readouterr().err

@@ -188,3 +188,31 @@ def test_periodic_tenants_peak_in_the_afternoon_and_weekly_ones_dip_on_weekends(
     dip = x[:, weekday < 5].mean(axis=(1, 2)) - x[:, weekday >= 5].mean(axis=(1, 2))
     assert 0.1 < np.mean(dip > 0.01) < 0.5  # the weekly share (30%) dips on Saturday and Sunday
     assert np.mean(dip < -0.01) < 0.05
+
+
+def test_config_from_a_mapping_overrides_defaults_and_rejects_mistakes():
+    from placement_service.traces.generate import ConfigError, HardwareType
+
+    cfg = GeneratorConfig.from_mapping(
+        {
+            "periodic_server_share": 0.5,
+            "rack_size": 20,
+            "correlated_events_per_month": [0, 0.5, 1],
+            "environment_kind_probs": [[1, 0, 0], [0.5, 0.5, 0], [0, 0, 1]],
+            "hardware": [{"name": "x", "cores": 8, "memory_mb": 1024, "disk_gb": 100, "share": 1}],
+        }
+    )
+    assert cfg.periodic_server_share == 0.5 and cfg.rack_size == 20
+    assert cfg.correlated_events_per_month == (0.0, 0.5, 1.0)
+    assert cfg.environment_kind_probs[1] == (0.5, 0.5, 0.0)
+    assert cfg.hardware == (HardwareType("x", 8, 1024, 100, 1.0),)
+    dc = generate_datacenter(200, seed=0, days=1, interval_s=3600, config=cfg)
+    assert set(dc.inventory.hardware) == {"x"} and len(set(dc.inventory.rack)) == 10
+    for bad, word in [
+        ({"periodic_share": 0.5}, "unknown generator setting 'periodic_share'"),
+        ({"rack_size": 2.5}, "expected an integer"),
+        ({"series_noise": "high"}, "expected a number"),
+        ({"memory_level": [0.1]}, "expected a list of 2 values"),
+    ]:
+        with pytest.raises(ConfigError, match=word):
+            GeneratorConfig.from_mapping(bad, source="gen.json")
