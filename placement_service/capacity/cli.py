@@ -221,17 +221,29 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _move(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from placement_service.capacity import io
     from placement_service.capacity.online import online_move, revocation_events
+    from placement_service.capacity.plan import replan
 
     region = io.read_inventory(args.inventory)
-    requests, _ = io.read_requests(args.reservations)
-    plan = io.load_json(args.plan)
+    requests, settings = io.read_requests(args.reservations)
+    before = io.read_assignment(args.plan, region)
     failed = [s.strip() for s in args.failed.split(",") if s.strip()]
-    res = online_move(region, requests, io.read_assignment(args.plan, region), failed)
-    plan["assignment"] = dict(res.assignment)
-    plan["online"] = {"replacements": [list(r) for r in res.replacements], "unmet": list(res.unmet)}
-    io.write_json(args.out, plan)
+    idx = region.index()
+    unknown = [s for s in failed if s not in idx]
+    if unknown:
+        from placement_service.capacity import CapacityError
+
+        raise CapacityError(f"--failed: server(s) not in {args.inventory}: {unknown[:5]}")
+    avail = region.available.copy()
+    avail[[idx[s] for s in failed]] = False
+    live = replace(region, available=avail)
+    res = online_move(live, requests, before, failed)
+    doc = replan(live, requests, settings, res.assignment, before, "online-mover").to_json()
+    doc["online"] = {"failed": failed, "replacements": [list(r) for r in res.replacements], "unmet": list(res.unmet)}
+    io.write_json(args.out, doc)
     if args.revocations_out:
         io.write_table(args.revocations_out, revocation_events(res.revoked, args.timestamp or time.time()))
     for old, new in res.replacements:
@@ -244,6 +256,7 @@ def _move(args: argparse.Namespace) -> int:
 def _grant(args: argparse.Namespace) -> int:
     from placement_service.capacity import CapacityError, io
     from placement_service.capacity.online import emergency_grant, revocation_events
+    from placement_service.capacity.plan import replan
 
     region = io.read_inventory(args.inventory)
     try:
@@ -251,12 +264,14 @@ def _grant(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise CapacityError(f"--request: not valid JSON: {exc}") from None
     (request,), _ = io.parse_requests({"reservations": [raw]}, "--request")
-    plan = io.load_json(args.plan)
-    res = emergency_grant(region, request, io.read_assignment(args.plan, region),
-                          use_shared_buffer=args.use_shared_buffer)  # fmt: skip
-    plan["assignment"] = dict(res.assignment)
-    plan.setdefault("emergency", []).append({"id": request.id, "servers": list(res.revoked), "unmet": list(res.unmet)})
-    io.write_json(args.out, plan)
+    requests, settings = io.read_requests(args.reservations)
+    if any(r.id == request.id for r in requests):
+        raise CapacityError(f"--request: id {request.id!r} already exists in {args.reservations}")
+    before = io.read_assignment(args.plan, region)
+    res = emergency_grant(region, request, before, use_shared_buffer=args.use_shared_buffer)
+    doc = replan(region, requests + (request,), settings, res.assignment, before, "emergency").to_json()
+    doc["emergency"] = {"id": request.id, "request": raw, "servers": list(res.revoked), "unmet": list(res.unmet)}
+    io.write_json(args.out, doc)
     if args.revocations_out:
         io.write_table(args.revocations_out, revocation_events(res.revoked, args.timestamp or time.time()))
     print(f"granted {len(res.revoked)} servers to {request.id}")

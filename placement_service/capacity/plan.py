@@ -168,3 +168,22 @@ def build_plan(
         assignment=dict(assignment), reservations=figures, shared_buffers=shared, moves=tuple(moves),
         unmet=tuple(unmet), harvestable=harvestable, solver=solver, summary=summary,
     )  # fmt: skip
+
+
+def replan(
+    region: Region,
+    requests: tuple[Request, ...],
+    settings: Settings,
+    assignment: Mapping[str, str | None],
+    previous: Mapping[str, str | None],
+    label: str,
+) -> Plan:
+    """Figures of an assignment changed outside the solver (Online Mover, emergency path)."""
+    avail = region.available.astype(bool)
+    need = {
+        h: int(np.ceil(settings.random_failure_buffer * int(np.sum(avail & (region.hardware == k))) - 1e-9))
+        for k, h in enumerate(region.hardware_names)
+    }
+    report = SolverReport(status=label, method=label, objective=float("nan"), bound=float("nan"),
+                          lp_bound=float("nan"), gap=float("nan"), wall_s=0.0)  # fmt: skip
+    return build_plan(region, requests, settings, assignment, previous, report, [], need)

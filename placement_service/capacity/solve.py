@@ -72,14 +72,13 @@ def solve(problem: Problem) -> Plan:
         fixed_any = bool(fixed.any())
         agg = with_fixed(agg, fixed)
         logger.info("fixed %d of %d entities whose servers already satisfy them", fixed.sum(), agg.n_entities)
-    y, report = _solve_counts(agg, solvable, t_start)
-    model = ras_model.build(agg, requests, st)
+    y, report, model = _solve_counts(agg, solvable, t_start)
     x = ras_model.complete(model, y)
     short = x[model.index.s0 : model.index.s0 + agg.n_entities].sum() > 1e-6
     if short and fixed_any and time.monotonic() - t_start < st.time_limit_s:
         logger.info("some requests are short with satisfied entities fixed: re-solving with nothing fixed")
         agg = with_fixed(agg, np.zeros(agg.n_entities, dtype=bool))
-        y2, report2 = _solve_counts(agg, solvable, t_start)
+        y2, report2, _ = _solve_counts(agg, solvable, t_start)
         if report2.objective < report.objective:
             y, report = y2, replace(report2, phases=report.phases + report2.phases)
     t_dis = time.monotonic()
@@ -93,7 +92,9 @@ def solve(problem: Problem) -> Plan:
     return build_plan(problem.region, problem.requests, st, assignment, problem.previous, report, pre_unmet, need)
 
 
-def _solve_counts(agg: Aggregate, problem: Problem, t_start: float) -> tuple[np.ndarray, SolverReport]:
+def _solve_counts(
+    agg: Aggregate, problem: Problem, t_start: float
+) -> tuple[np.ndarray, SolverReport, ras_model.RasModel]:
     st = problem.settings
     deadline = t_start + st.time_limit_s
     t_build = time.monotonic()
@@ -159,7 +160,7 @@ def _solve_counts(agg: Aggregate, problem: Problem, t_start: float) -> tuple[np.
         status=status, method=f"{st.method.value}:{best.label}", objective=best.objective, bound=bound,
         lp_bound=lp_bound, gap=gap, wall_s=time.monotonic() - t_start, phases=tuple(phases),
     )  # fmt: skip
-    return best.y, report
+    return best.y, report, model
 
 
 def buffer_lower_bound(problem: Problem) -> dict[str, float]:

@@ -42,6 +42,22 @@ def test_generate_solve_check_explain_export_move(tmp_path, capsys):
     assert moved["assignment"][victim] is None
     rev = io.read_table(tmp_path / "rev.csv").to_pydict()
     assert rev["timestamp"] and set(rev["server"]) == {n for _, n in moved["online"]["replacements"]}
+    assert main(["ras", "check", "--inventory", str(inv), "--reservations", str(res), "--plan",
+                 str(tmp_path / "A2.json")]) == 0  # fmt: skip
+    # emergency grant on the hardware type whose unassigned servers span the most MSBs
+    table = io.read_table(inv).to_pydict()
+    spread: dict[str, set[str]] = {}
+    for s, h, m in zip(table["server"], table["hardware"], table["msb"], strict=True):
+        if doc["assignment"][s] is None:
+            spread.setdefault(h, set()).add(m)
+    hw = max(spread, key=lambda h: len(spread[h]))
+    assert len(spread[hw]) >= 3
+    rc = main(["ras", "grant", "--inventory", str(inv), "--reservations", str(res), "--plan", str(plan),
+               "--request", json.dumps({"id": "urgent", "capacity_rru": 6, "rru": {hw: 1}}),
+               "--out", str(tmp_path / "A4.json")])  # fmt: skip
+    granted = json.loads((tmp_path / "A4.json").read_text())
+    assert rc == 0 and granted["reservations"]["urgent"]["capacity_after_worst_msb_loss_rru"] >= 6
+    assert all(doc["assignment"][s] is None for s in granted["emergency"]["servers"])
     # re-solve from the previous plan with nothing changed: no moves
     rc = main(["ras", "solve", "--inventory", str(inv), "--reservations", str(res), "--previous", str(plan),
                "--out", str(tmp_path / "A3.json"), "--time-limit-s", "5"])  # fmt: skip
