@@ -6,7 +6,7 @@
   inventory facts;
 - ``synth``: synthetic per-pattern CPU series (periodic / constant / unpredictable);
 - ``generate``: a whole synthetic datacenter calibrated to the harvesting paper's characterization
-  (hardware, storage, racks and reimages in ``fleet``);
+  (hardware, storage, racks and reimages in ``fleet``, settings in ``config``);
 - ``real``: loaders for the public Azure and PlanetLab CPU traces;
 - ``cli``: ``harvest generate``, ``harvest convert-real`` and ``harvest check-traces``.
 """

@@ -13,7 +13,7 @@ import numpy as np
 from placement_service.core.types import Inventory, ReimageEvents
 
 if TYPE_CHECKING:
-    from placement_service.traces.generate import GeneratorConfig
+    from placement_service.traces.config import GeneratorConfig
 
 DAY_S = 86400.0
 MONTH_S = 30 * DAY_S
