@@ -5,7 +5,8 @@ Steps (``Method.AUTO``; every step respects the overall ``time_limit_s`` and the
   2. aggregate servers into classes hardware x datacenter x MSB; on a re-solve, entities whose
      previous servers already satisfy them are fixed (they neither gain nor lose servers);
   3. LP relaxation of the aggregated model: its optimum is a lower bound on every plan's objective;
-  4. round the LP counts down and repair greedily: a complete plan within seconds;
+  4. round the LP counts down and repair greedily, and build the greedy constructive plan (keep
+     previous servers, repair): complete plans within seconds, the better one kept;
   5. branch-and-bound (HiGHS MIP) started from the best plan so far, for the time left;
   6. disaggregate counts to concrete servers (servers that may stay, stay), then the rack phase.
 The reported gap is ``(objective - bound) / objective`` with ``bound = max(LP bound, MIP dual bound)``.
@@ -129,7 +130,7 @@ def _solve_counts(
         if lp.x is not None:
             t0 = time.monotonic()
             add("lp-round-repair", round_and_repair(agg, lp.x[ysl], st), t0)
-    if st.method == Method.GREEDY or (st.method == Method.AUTO and (not cands or problem.previous)):
+    if st.method in (Method.GREEDY, Method.AUTO):  # cheap, and sometimes better than the rounded LP
         t0 = time.monotonic()
         add("greedy", greedy(agg, st), t0)
     if st.method in (Method.AUTO, Method.MIP) and agg.n_pairs <= st.mip_max_pairs:
