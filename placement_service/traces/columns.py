@@ -104,7 +104,7 @@ def read_table(path: PathLike, required: Sequence[str], optional: Sequence[str] 
             with pacsv.open_csv(p) as reader:
                 names = reader.schema.names
     except (pa.ArrowException, OSError) as exc:
-        raise TraceError(p, f"cannot read the {kind} header: {exc}") from None
+        raise TraceError(p, f"cannot read the {kind} file: {exc}") from None
     missing = [c for c in required if c not in names]
     if missing:
         raise TraceError(
@@ -158,6 +158,13 @@ def first_failing(col: pa.ChunkedArray, convert: Callable[[pa.ChunkedArray], obj
             continue
         lo = mid
     return lo
+
+
+def fmt_time(t: float) -> str:
+    """Epoch seconds for messages: ISO 8601 UTC plus the number when it looks like a date, else the number."""
+    if 1e8 <= t < _MAX_EPOCH_S and float(t).is_integer():
+        return f"{np.datetime64(int(t), 's')}Z ({int(t)})"
+    return f"{t:g}"
 
 
 def _value(col: pa.ChunkedArray, i: int) -> str:
@@ -343,7 +350,7 @@ def check_duplicates(path: PathLike, codes: np.ndarray, names: np.ndarray, ts: n
         row, first = int(later[k]), int(order[pos[k]])
         raise TraceError(
             path,
-            f"duplicate (server, timestamp): server {str(names[codes[row]])!r} at {ts[row]:g} "
+            f"duplicate (server, timestamp): server {str(names[codes[row]])!r} at {fmt_time(ts[row])} "
             f"already appears in row {first + 1}; expected one row per (server, timestamp)",
             row=row + 1,
             column="server",

@@ -305,3 +305,15 @@ def test_names_that_look_like_nulls_stay_names_even_on_the_fallback_path(tmp_pat
     path = write(tmp_path / "v.csv", HEADER + "\n".join(rows) + "\n")
     with pytest.raises(TraceError, match="row 150001, column 'cpu': expected a number in \\[0, 1\\], got an empty"):
         io.load_utilization(path)
+
+
+def test_ragged_csv_row_is_reported_with_its_text(tmp_path):
+    path = write(tmp_path / "u.csv", HEADER + "0,s1,t1,0.5\n120,s1,t1\n")
+    with pytest.raises(TraceError, match="cannot read the csv file: .*Expected 4 columns, got 3: 120,s1,t1"):
+        io.load_utilization(path)
+
+
+def test_duplicate_message_shows_the_time_readably(tmp_path):
+    path = write(tmp_path / "u.csv", HEADER + "1456790400,s1,t1,0.5\n1456790400,s1,t1,0.4\n")
+    with pytest.raises(TraceError, match=r"at 2016-03-01T00:00:00Z \(1456790400\) already appears in row 1"):
+        io.load_utilization(path)
