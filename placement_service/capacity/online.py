@@ -28,6 +28,7 @@ from placement_service.capacity.domain import (
     Region,
     Request,
 )
+from placement_service.core.types import Inventory
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,18 @@ def harvestable_columns(region: Region, assignment: Mapping[str, str | None]) ->
         "datacenter": [region.datacenter_names[region.datacenter[i]] for i in rows],
         "msb": [region.msb_names[region.msb[i]] for i in rows],
     }
+
+
+def harvestable_inventory(region: Region, assignment: Mapping[str, str | None]) -> Inventory:
+    """The elastic set as the placement core's ``Inventory`` (same rows as ``harvestable_columns``)."""
+    cols = harvestable_columns(region, assignment)
+    return Inventory(
+        server=tuple(str(s) for s in cols["server"]), tenant=tuple(str(t) for t in cols["tenant"]),
+        environment=tuple(str(e) for e in cols["environment"]), rack=tuple(str(r) for r in cols["rack"]),
+        cores=np.array(cols["cores"], dtype=float), memory_mb=np.array(cols["memory_mb"], dtype=float),
+        storage_gb=np.array(cols["storage_gb"], dtype=float), hardware=tuple(str(h) for h in cols["hardware"]),
+        datacenter=tuple(str(d) for d in cols["datacenter"]), msb=tuple(str(m) for m in cols["msb"]),
+    )  # fmt: skip
 
 
 def revocation_events(servers: tuple[str, ...] | list[str], timestamp_s: float) -> dict[str, list[object]]:

@@ -8,6 +8,7 @@ from placement_service.capacity.domain import Request
 from placement_service.capacity.online import (
     emergency_grant,
     harvestable_columns,
+    harvestable_inventory,
     online_move,
     revocation_events,
 )
@@ -71,5 +72,8 @@ def test_harvestable_export_follows_the_inventory_contract(small_problem, small_
     assert all(str(t).startswith("elastic:") for t in cols["tenant"])
     assert any(str(t).startswith("elastic:shared-buffer:") for t in cols["tenant"])
     assert all(float(c) > 0 for c in cols["cores"])  # type: ignore[arg-type]
+    inv = harvestable_inventory(small_problem.region, small_plan.assignment)
+    assert len(inv) == len(small_plan.harvestable) and inv.tenant == tuple(cols["tenant"])
+    assert inv.msb and len(inv.msb) == len(inv)
     ev = revocation_events(["a", "b"], 100.0)
     assert ev == {"timestamp": [100.0, 100.0], "server": ["a", "b"]}
