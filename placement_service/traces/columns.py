@@ -27,7 +27,7 @@ _STRING_COLUMNS = ("server", "tenant", "environment", "rack", "hardware", "datac
 # Values this close above 1.0 (rounding in the producer) are accepted and clipped to 1.0.
 _FRACTION_SLACK = 1e-6
 _MAX_EPOCH_S = 1e11
-_ZONE_SUFFIX = r"(Z|z|[+-]\d\d(:?\d\d)?)$"
+_ZONE_SUFFIX = r"(Z|[+-]\d\d(:?\d\d)?)$"
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 
 
@@ -249,7 +249,8 @@ def _timestamp_values(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
         return arrow_time_to_s(col)
     if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
         raise TraceError(path, f"expected {what}, got values of type {t}", column=name)
-    col = pc.utf8_trim_whitespace(col)
+    original = col
+    col = pc.utf8_upper(pc.utf8_trim_whitespace(col))  # 'z' / 't' as 'Z' / 'T'
     empty = pc.equal(pc.utf8_length(col), 0)
     if pc.any(empty).as_py():
         i = first_true(empty)
@@ -263,7 +264,7 @@ def _timestamp_values(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
         zoned = np.asarray(pc.match_substring_regex(c, _ZONE_SUFFIX).to_numpy(zero_copy_only=False), dtype=bool)
         zoned &= ~num
         naive = ~num & ~zoned
-        for mask, target in ((num, None), (zoned, pa.timestamp("us", tz="UTC")), (naive, pa.timestamp("us"))):
+        for mask, target in ((num, None), (zoned, pa.timestamp("ns", tz="UTC")), (naive, pa.timestamp("ns"))):
             if mask.any():
                 part = pc.filter(c, pa.array(mask))
                 out[mask] = (
@@ -275,12 +276,12 @@ def _timestamp_values(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
 
     bad = first_failing(col, convert)
     if bad is not None:
-        raise TraceError(path, f"expected {what}, got {_value(col, bad)}", row=bad + 1, column=name)
+        raise TraceError(path, f"expected {what}, got {_value(original, bad)}", row=bad + 1, column=name)
     values = convert(col)
     finite = np.isfinite(values)
     if not finite.all():
         i = first_true(~finite)
-        raise TraceError(path, f"expected {what}, got {_value(col, i)}", row=i + 1, column=name)
+        raise TraceError(path, f"expected {what}, got {_value(original, i)}", row=i + 1, column=name)
     return values
 
 

@@ -107,15 +107,17 @@ def test_iso_and_epoch_timestamps_agree(tmp_path):
     iso = write(
         tmp_path / "iso.csv",
         HEADER + "2016-03-01T00:00:00Z,s1,t1,0.1\n2016-03-01 00:02:00,s1,t1,0.2\n"
-        "2016-03-01T01:04:00+01:00,s1,t1,0.3\n2016-03-01T00:06:00.000,s1,t1,0.4\n",
+        "2016-03-01T01:04:00+01:00,s1,t1,0.3\n2016-03-01T00:06:00.000,s1,t1,0.4\n"
+        "2016-03-01t00:08:00.000000000z,s1,t1,0.4\n2016-03-01T01:10:00+0100,s1,t1,0.4\n",
     )
     epoch = write(
         tmp_path / "epoch.csv",
-        HEADER + "1456790400,s1,t1,0.1\n1456790520,s1,t1,0.2\n1456790640.0,s1,t1,0.3\n1456790760,s1,t1,0.4\n",
+        HEADER + "1456790400,s1,t1,0.1\n1456790520,s1,t1,0.2\n1456790640.0,s1,t1,0.3\n1456790760,s1,t1,0.4\n"
+        "1456790880,s1,t1,0.4\n1.45679100e9,s1,t1,0.4\n",
     )
     a, b = io.load_utilization(iso), io.load_utilization(epoch)
     np.testing.assert_array_equal(a.timestamp_s, b.timestamp_s)
-    np.testing.assert_array_equal(a.timestamp_s, 1456790400 + np.arange(4) * 120.0)
+    np.testing.assert_array_equal(a.timestamp_s, 1456790400 + np.arange(6) * 120.0)
 
 
 def test_parquet_timestamp_type_is_accepted(tmp_path):
