@@ -114,3 +114,21 @@ def test_cli_reports_malformed_config_cleanly(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2
     assert "'reserve_cores'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_running_agent_resolves_file_then_environment_then_flags(tmp_path):
+    from tests.agent.agent_proc import AgentProcess
+
+    cfg = tmp_path / "agent.toml"
+    cfg.write_text(f'state_dir = "{tmp_path / "state"}"\ninterval_s = 0.5\ntenant = "from-file"\n'
+                   'capacity_cores = 6\ncapacity_memory_mb = 6000\nreserve_cores = 1\nkill_grace_s = 7\n')
+    env = dict(os.environ, HARVEST_AGENT_RESERVE_CORES="2", HARVEST_AGENT_KILL_GRACE_S="5")
+    agent = AgentProcess(["--config", str(cfg), "--reserve-cores", "3"], str(tmp_path / "agent.log"), env=env)
+    try:
+        settings = agent.explain()["settings"]
+    finally:
+        agent.stop()
+    assert settings["tenant"] == "from-file" and settings["interval_s"] == 0.5  # file
+    assert settings["kill_grace_s"] == 5.0  # environment over file
+    assert settings["reserve_cores"] == 3.0  # flag over environment
+    assert settings["reserve_memory_mb"] == 2000  # derived: a third of the capacity

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import psutil
@@ -10,8 +11,9 @@ import pytest
 
 from agent.config import load_config
 from agent.runtime import Agent
-from tests.agent.fakes import FakeNodeManager, FakeResourceManager
-from tests.agent.procs import Node
+from tests.agent.agent_proc import AgentProcess
+from tests.agent.fakes import FakeNodeManager, FakeResourceManager, fake_yarn_cli, read_calls
+from tests.agent.procs import Node, wait_until
 
 NODE_ID = "worker-1.example:8041"
 CIDS = [f"container_1700000000000_0002_01_00000{i}" for i in range(1, 5)]
@@ -119,3 +121,24 @@ def test_rm_unreachable_local_protection_continues_error_logged_once(node, nm, t
         assert agent.explain()["yarn"]["last_error"]
     finally:
         agent.close()
+
+
+def test_cli_agent_on_hadoop_32_uses_rmadmin_from_path(node, nm, tmp_path):
+    rm = FakeResourceManager(mode="404")
+    _, log = fake_yarn_cli(str(tmp_path))
+    env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    agent = AgentProcess(["--mode", "yarn", "--interval-s", "0.5", "--state-dir", str(tmp_path / "state"),
+                          "--scope-root-pid", str(node.pid), "--capacity-cores", "4", "--reserve-cores", "1",
+                          "--capacity-memory-mb", "4096", "--reserve-memory-mb", "1024", "--rm-url", rm.url,
+                          "--nm-url", nm.url], str(tmp_path / "agent.log"), env=env)
+    try:
+        assert wait_until(lambda: read_calls(log), 30)
+        (call, *_) = read_calls(log)
+        assert call[:3] == ["rmadmin", "-updateNodeResource", NODE_ID]
+        memory_mb, vcores, timeout_ms = int(call[3]), int(call[4]), int(call[5])
+        assert vcores == 3 and 4096 - 1024 - 100 < memory_mb <= 4096 - 1024 and timeout_ms == -1
+        assert len(rm.posts("/ws/v1/cluster/nodes/")) == 1  # REST answered 404 once, then the CLI only
+        assert agent.explain()["yarn"]["resource_rest"] is False
+    finally:
+        agent.stop()
+        rm.close()
