@@ -286,11 +286,12 @@ def _timestamp_values(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
 
 
 def arrow_time_to_s(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Epoch seconds (float64) of an Arrow date or timestamp column (any unit; zone-aware = UTC)."""
     if pa.types.is_date(col.type):
         col = pc.cast(col, pa.timestamp("s"))
-    tz = col.type.tz
-    us = pc.cast(pc.cast(col, pa.timestamp("us", tz=tz)), pa.int64())
-    return np.asarray(us.to_numpy(), dtype=np.float64) / 1e6
+    per_s = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[col.type.unit]
+    ticks = pc.cast(col, pa.int64())  # the stored UTC ticks
+    return np.asarray(ticks.to_numpy(), dtype=np.float64) / per_s
 
 
 def string_column(path: PathLike, table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:

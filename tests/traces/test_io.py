@@ -319,3 +319,8 @@ def test_duplicate_message_shows_the_time_readably(tmp_path):
     path = write(tmp_path / "u.csv", HEADER + "1456790400,s1,t1,0.5\n1456790400,s1,t1,0.4\n")
     with pytest.raises(TraceError, match=r"at 2016-03-01T00:00:00Z \(1456790400\) already appears in row 1"):
         io.load_utilization(path)
+
+
+def test_sub_second_times_keep_their_fraction(tmp_path):
+    path = write(tmp_path / "u.csv", HEADER + "2016-03-01T00:00:00.123456789Z,s1,t1,0.1\n2016-03-01T00:02:00.5,s1,t1,0.1\n")
+    np.testing.assert_allclose(io.load_utilization(path).timestamp_s, [1456790400.123456789, 1456790520.5])
