@@ -56,6 +56,13 @@ def _alive_matching(pid: int, create_time: float) -> bool:
         return False
 
 
+def _container_of(pid: int) -> str | None:
+    try:
+        return psutil.Process(pid).environ().get("CONTAINER_ID")
+    except (psutil.Error, OSError):
+        return None
+
+
 def _group_members(pgid: int) -> set[int]:
     members = set()
     for pid in psutil.pids():
@@ -87,7 +94,8 @@ class ProcessKiller:
             if pgid in self._own or pgid <= 1:
                 continue
             members = _group_members(pgid)
-            if members and members <= mine:  # the group holds nothing but this container
+            # the group holds nothing but this container (newcomers since the sample must carry its id)
+            if members and all(pid in mine or _container_of(pid) == kill.container_id for pid in members):
                 try:
                     os.killpg(pgid, sig)
                     done |= members

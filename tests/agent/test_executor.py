@@ -132,3 +132,21 @@ def test_state_files_written_atomically_only_on_change_with_heartbeat(tmp_path):
     assert executor.busy_file.writes == writes
     assert os.stat(tmp_path / "datanode-busy").st_mtime_ns > mtime  # ... but the heartbeat touched it
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")] == []
+
+
+def test_child_forked_after_the_sample_dies_with_its_container(node, tmp_path):
+    """The container forks after it was sampled: the group kill still takes the newcomer along."""
+    code = ("import subprocess, sys, time\nprint('ready', flush=True)\n"
+            "sys.stdin = open('/dev/null')\n"
+            "time.sleep(0.5)\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])\n"
+            "open(sys.argv[1], 'w').write(str(child.pid))\n"
+            "time.sleep(3600)\n")
+    pid_file = tmp_path / "grandchild.pid"
+    env = dict(os.environ, CONTAINER_ID="container_1_0001_01_000011")
+    parent = node._spawn(code, [str(pid_file)], env)
+    kill = kill_for(parent.pid, "container_1_0001_01_000011")  # sampled before the fork
+    assert wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", 10)
+    grandchild = int(pid_file.read_text())
+    Executor(str(tmp_path / "state"), Metrics(), kill_grace_s=5).apply(decision_with((kill,)))
+    assert wait_until(lambda: not alive(grandchild) and not alive(parent.pid), 10)
