@@ -46,6 +46,7 @@ from placement_service.traces.columns import check_duplicates
 from placement_service.traces.fleet import KINDS, build_inventory, build_reimages
 from placement_service.traces.generate import GeneratedDatacenter, GeneratorConfig
 from placement_service.traces.io import TraceError, UtilizationSamples, categorical
+from placement_service.traces.series import infer_interval_s
 
 logger = logging.getLogger(__name__)
 
@@ -305,7 +306,8 @@ def real_datacenter(
         counters[kind] += 1
     env_of = env_of[: len(tenant_names)]
     inventory, server_tenant = build_inventory(sizes, tenant_names, env_of, config, seed)
-    days = float((vm_samples.timestamp_s.max() - vm_samples.timestamp_s.min()) / DAY_S) + 1.0 / 288
+    interval = infer_interval_s(vm_samples.timestamp_s, vm_samples.factorize("server")[1])
+    days = float(vm_samples.timestamp_s.max() - vm_samples.timestamp_s.min() + interval) / DAY_S
     re_ts, re_server = build_reimages(server_tenant, env_of, days, config, seed)
     start = float(vm_samples.timestamp_s.min())
     reimages = ReimageEvents(
@@ -334,7 +336,6 @@ def real_datacenter(
     )
     utilization.with_factorized("server", server_names, srv_idx)
     utilization.with_factorized("tenant", tn, ten_idx)
-    interval = PLANETLAB_INTERVAL_S if src == "planetlab" else float(np.median(np.diff(np.unique(vm_samples.timestamp_s))))
     logger.info("%s: %d VMs -> %d tenants, %d servers", path, len(vm_names), len(tenant_names), len(inventory))
     return GeneratedDatacenter(
         utilization=utilization,
