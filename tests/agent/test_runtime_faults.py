@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from agent.config import load_config
 from agent.runtime import Agent
@@ -33,5 +34,19 @@ def test_failing_sampler_harvests_nothing_flags_busy_and_logs_once(tmp_path, cap
         assert agent.metrics.get("stale") == 1 and agent.metrics.get("stale_samples_total") == 5
         assert (tmp_path / "datanode-busy").read_text() == "busy\n"
         assert len([r for r in caplog.records if "sample failed" in r.getMessage()]) == 1
+    finally:
+        agent.close()
+
+
+def test_nodemanager_down_falls_back_to_local_processes(tmp_path):
+
+    flags = {"mode": "yarn", "state_dir": str(tmp_path), "capacity_cores": "8", "capacity_memory_mb": "8192",
+             "nm_url": "http://127.0.0.1:1", "rm_url": "http://127.0.0.1:1", "yarn_node_id": "n1:8041",
+             "http_timeout_s": "0.3", "rm_retries": "1", "scope_root_pid": str(os.getpid())}
+    agent = Agent(load_config({}, {}, flags))
+    try:
+        decision = agent.tick()
+        assert not decision.stale  # local sampling still decides
+        assert agent.metrics.get("errors_total", kind="nm_containers") == 1
     finally:
         agent.close()
