@@ -39,7 +39,6 @@ def test_failing_sampler_harvests_nothing_flags_busy_and_logs_once(tmp_path, cap
 
 
 def test_nodemanager_down_falls_back_to_local_processes(tmp_path):
-
     flags = {"mode": "yarn", "state_dir": str(tmp_path), "capacity_cores": "8", "capacity_memory_mb": "8192",
              "nm_url": "http://127.0.0.1:1", "rm_url": "http://127.0.0.1:1", "yarn_node_id": "n1:8041",
              "http_timeout_s": "0.3", "rm_retries": "1", "scope_root_pid": str(os.getpid())}
