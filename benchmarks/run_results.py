@@ -31,10 +31,10 @@ LEVELS = "0.2,0.3,0.4,0.5,0.6"
 
 FULL: dict[str, list[str]] = {
     "gen-durability": ["durability", *GEN, "--replicas", "3,4", "--blocks", "4000000", "--runs", "1"],
-    "gen-schedule-linear": ["schedule", *GEN, "--levels", LEVELS, "--scaling", "linear", "--runs", "3",
-                            "--days", "7", "--step-s", "120"],
-    "gen-schedule-root": ["schedule", *GEN, "--levels", LEVELS, "--scaling", "root", "--runs", "3",
-                          "--days", "7", "--step-s", "120"],
+    "gen-schedule-linear": ["schedule", *GEN, "--generate-days", "37", "--levels", LEVELS, "--scaling", "linear",
+                            "--runs", "3", "--days", "30", "--step-s", "120"],
+    "gen-schedule-root": ["schedule", *GEN, "--generate-days", "37", "--levels", LEVELS, "--scaling", "root",
+                          "--runs", "3", "--days", "30", "--step-s", "120"],
     "gen-availability": ["availability", *GEN, "--levels", LEVELS + ",0.7", "--replicas", "3,4", "--runs", "3",
                          "--blocks", "200000", "--accesses", "1000000", "--days", "21"],
     "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
