@@ -35,6 +35,12 @@ def register(subparsers: Any) -> None:
         "--interval-s", type=float, default=300.0, help="seconds between samples (default 300; the paper: 120)"
     )
     g.add_argument(
+        "--reimage-days",
+        type=float,
+        default=None,
+        help="length of the reimage trace in days (default: --days), e.g. 365 for a durability study",
+    )
+    g.add_argument(
         "--sampled-servers-per-tenant",
         type=int,
         default=None,
@@ -112,7 +118,7 @@ def _print_summary(summary: dict[str, Any], paths: dict[str, Any], as_json: bool
         )
     r = s["reimages"]
     print(
-        f"reimages: {r['events']} in {s['days']:g} days; {100 * r['servers_at_most_1_per_month']:.1f}% of servers "
+        f"reimages: {r['events']} in {r['days']:g} days; {100 * r['servers_at_most_1_per_month']:.1f}% of servers "
         f"<= 1 per month, max {r['max_per_server_month']:.1f}; {r['correlated_bursts']} correlated bursts "
         f"(>= 10 servers of one environment within 4 h), largest {r['largest_burst_servers']} servers"
     )
@@ -153,7 +159,12 @@ def _generate(args: argparse.Namespace) -> int:
         if args.sampled_servers_per_tenant < 0:
             raise HarvestError("--sampled-servers-per-tenant must be >= 0")
         cfg = replace(cfg, sampled_servers_per_tenant=args.sampled_servers_per_tenant)
-    dc = generate_datacenter(args.servers, seed=args.seed, days=args.days, interval_s=args.interval_s, config=cfg)
+    if args.reimage_days is not None and args.reimage_days <= 0:
+        raise HarvestError("--reimage-days must be positive")
+    dc = generate_datacenter(
+        args.servers, seed=args.seed, days=args.days, interval_s=args.interval_s, config=cfg,
+        reimage_days=args.reimage_days,
+    )
     paths = write_datacenter(dc, args.out, fmt=args.format)
     _print_summary(summarize(dc), paths, args.json)
     return 0

@@ -112,6 +112,9 @@ class GeneratorConfig:
     reimage_kind_factor: tuple[float, float, float] = (0.6, 1.5, 3.0)
     """Multiplier of the tenant rate for prod, dev, test environments."""
     reimage_rate_max: float = 10.0
+    reimage_month_sigma: float = 0.5
+    """Each month a tenant's rate is multiplied by LogNormal(-s^2/2, s) (mean 1): rates drift month
+    to month, ranks mostly hold (the paper: tenants rarely change reimage-frequency tercile)."""
     reimage_server_shape: float = 2.0
     """Per-server multiplier ~ Gamma(shape, 1 / shape) (mean 1): some servers are reimaged more."""
     correlated_events_per_month: tuple[float, float, float] = (0.1, 0.3, 0.6)

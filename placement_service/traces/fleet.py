@@ -67,6 +67,26 @@ def build_inventory(
     return inventory, rack_tenant
 
 
+def generate_reimages(inventory: Inventory, *, days: float, seed: int, config: GeneratorConfig | None = None,
+                      start_s: float | None = None) -> ReimageEvents:
+    """Reimages of any inventory (generated or converted) over ``days`` days with the generator's model.
+
+    Tenants and environments come from the inventory; an environment's kind (prod / dev / test)
+    from its name prefix (others count as prod). Times start at ``start_s`` (default: the config's).
+    """
+    from placement_service.traces.config import GeneratorConfig
+
+    cfg = config or GeneratorConfig()
+    tenants, server_tenant = np.unique(np.asarray(inventory.tenant, dtype=str), return_inverse=True)
+    env_by_tenant: dict[str, str] = {}
+    for t, e in zip(inventory.tenant, inventory.environment, strict=True):
+        env_by_tenant.setdefault(t, e)
+    env_of = [env_by_tenant[str(t)] for t in tenants]
+    ts, server = build_reimages(server_tenant, env_of, days, cfg, seed)
+    start = cfg.start_s if start_s is None else start_s
+    return ReimageEvents(timestamp_s=start + ts, server=tuple(np.asarray(inventory.server, dtype=object)[server].tolist()))
+
+
 def build_reimages(
     server_tenant: np.ndarray, env_of: list[str], days: float, cfg: GeneratorConfig, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -126,10 +146,21 @@ def _reimages(
     tenant_rate = rng.lognormal(np.log(cfg.reimage_tenant_median), cfg.reimage_tenant_sigma, size=n_tenants)
     tenant_rate = np.minimum(tenant_rate * kind_factor, cfg.reimage_rate_max)
     server_mult = rng.gamma(cfg.reimage_server_shape, 1.0 / cfg.reimage_server_shape, size=n_servers)
-    # Independent reimages: Poisson(rate * months) per server, uniform times.
-    counts = rng.poisson(tenant_rate[server_tenant] * server_mult * months)
-    servers = [np.repeat(np.arange(n_servers), counts)]
-    times = [rng.uniform(0.0, days * DAY_S, size=int(counts.sum()))]
+    # Independent reimages, month by month: Poisson(rate x month factor x server factor x length)
+    # per server, uniform times. The month factor LogNormal(-s^2/2, s) (mean 1) lets a tenant's
+    # rate drift from month to month while its rank among tenants mostly holds.
+    servers: list[np.ndarray] = []
+    times: list[np.ndarray] = []
+    end_s = days * DAY_S
+    sigma = cfg.reimage_month_sigma
+    for lo in np.arange(0.0, end_s, MONTH_S):
+        hi = min(lo + MONTH_S, end_s)
+        month = (
+            rng.lognormal(-sigma * sigma / 2, sigma, size=n_tenants) if sigma > 0 else np.ones(n_tenants)
+        )
+        counts = rng.poisson(tenant_rate[server_tenant] * month[server_tenant] * server_mult * (hi - lo) / MONTH_S)
+        servers.append(np.repeat(np.arange(n_servers), counts))
+        times.append(rng.uniform(lo, hi, size=int(counts.sum())))
     # Correlated reimages: per environment, Poisson events that hit many of its servers at once.
     env_names, env_code = np.unique(tenant_env, return_inverse=True)
     env_kind = np.zeros(len(env_names), dtype=np.int64)

@@ -73,6 +73,8 @@ class GeneratedDatacenter:
     tenant_pattern: dict[str, Pattern]
     days: float = 30.0
     interval_s: float = 300.0
+    reimage_days: float | None = None
+    """Length of the reimage trace when it differs from ``days``."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -269,8 +271,13 @@ def generate_datacenter(
     days: float = 30,
     interval_s: float = 300,
     config: GeneratorConfig = DEFAULT_CONFIG,
+    reimage_days: float | None = None,
 ) -> GeneratedDatacenter:
-    """A synthetic datacenter of ``n_servers`` servers over ``days`` days of ``interval_s`` slots."""
+    """A synthetic datacenter of ``n_servers`` servers over ``days`` days of ``interval_s`` slots.
+
+    ``reimage_days``: length of the reimage trace (default ``days``), e.g. a year of reimages for a
+    durability study next to a month of utilization.
+    """
     cfg = config
     if n_servers < 1:
         raise ValueError(f"n_servers must be >= 1, got {n_servers}")
@@ -283,7 +290,9 @@ def generate_datacenter(
     n_tenants = len(sizes)
     # 4-5. hardware, storage, racks; reimages
     inventory, rack_tenant = build_inventory(sizes, tenant_of, env_of, cfg, seed)
-    re_ts, re_server = build_reimages(rack_tenant, env_of, days, cfg, seed)
+    if reimage_days is not None and reimage_days <= 0:
+        raise ValueError("reimage_days must be positive")
+    re_ts, re_server = build_reimages(rack_tenant, env_of, reimage_days or days, cfg, seed)
     server_names = np.asarray(inventory.server, dtype=object)
     reimages = ReimageEvents(timestamp_s=cfg.start_s + re_ts, server=tuple(server_names[re_server].tolist()))
     # 6. utilization of up to K servers per tenant (the first K of the tenant in datacenter order)
@@ -306,6 +315,7 @@ def generate_datacenter(
         tenant_pattern={tenant_of[i]: patterns[i] for i in range(n_tenants)},
         days=float(days),
         interval_s=float(interval_s),
+        reimage_days=float(reimage_days) if reimage_days is not None else None,
     )
 
 
@@ -346,7 +356,8 @@ def summarize(dc: GeneratedDatacenter) -> dict[str, object]:
         d = by_pattern.setdefault(p, {"tenants": 0, "servers": 0})
         d["tenants"] += 1
         d["servers"] += int(n)
-    rates = server_reimage_rates(dc.reimages, inv, span_s=dc.days * DAY_S)
+    reimage_days = dc.reimage_days or dc.days
+    rates = server_reimage_rates(dc.reimages, inv, span_s=reimage_days * DAY_S)
     bursts = correlated_reimage_events(dc.reimages, inv)
     return {
         "servers": len(inv),
@@ -365,6 +376,7 @@ def summarize(dc: GeneratedDatacenter) -> dict[str, object]:
         "days": dc.days,
         "interval_s": dc.interval_s,
         "reimages": {
+            "days": reimage_days,
             "events": len(dc.reimages.server),
             "servers_at_most_1_per_month": float(np.mean(rates <= 1.0)),
             "max_per_server_month": float(rates.max()) if len(rates) else 0.0,

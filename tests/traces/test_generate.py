@@ -216,3 +216,22 @@ def test_config_from_a_mapping_overrides_defaults_and_rejects_mistakes():
     ]:
         with pytest.raises(ConfigError, match=word):
             GeneratorConfig.from_mapping(bad, source="gen.json")
+
+
+def test_a_year_of_reimages_next_to_a_month_of_utilization():
+    from placement_service.traces.fleet import generate_reimages
+
+    dc = generate_datacenter(1500, seed=6, days=2, interval_s=3600, reimage_days=360)
+    assert dc.utilization.timestamp_s.max() < dc.utilization.timestamp_s.min() + 2 * DAY_S
+    span = dc.reimages.timestamp_s.max() - dc.reimages.timestamp_s.min()
+    assert span > 300 * DAY_S
+    rates = server_reimage_rates(dc.reimages, dc.inventory, span_s=360 * DAY_S)
+    assert np.mean(rates <= 1.0) >= 0.9  # on average over the year, as the paper counts
+    assert summarize(dc)["reimages"]["days"] == 360
+    # a tenant's monthly rate drifts: the same tenants, different months, different counts
+    month = ((dc.reimages.timestamp_s - GeneratorConfig().start_s) // (30 * DAY_S)).astype(int)
+    assert len(set(month.tolist())) == 12
+    # the same model on any inventory, e.g. one loaded from a file
+    ev = generate_reimages(dc.inventory, days=30, seed=1)
+    assert len(ev.server) > 0 and set(ev.server) <= set(dc.inventory.server)
+    assert np.all(np.diff(ev.timestamp_s) >= 0)
