@@ -23,7 +23,8 @@ Each step, in order:
    - YARN-PT / YARN-Stock: any server with room; by default servers are visited in a random order
      (heartbeat order) and each takes as many containers as it has room for (``fill``);
      ``proportional`` instead draws free cores uniformly (servers chosen with probability
-     proportional to their free cores), as an ablation;
+     proportional to their free cores), as an ablation; ``YARN-PT-spread`` is that ablation as a
+     system of its own (YARN-H's server choice without class selection);
    - YARN-H: only servers of the job's classes, free cores drawn uniformly (probability
      proportional to each server's available cores). A job that class selection gives no class
      waits and asks again every step; after ``h_max_wait_s`` it runs on any server instead (what
@@ -59,6 +60,7 @@ DAY_S = 86400.0
 class YarnSystem(StrEnum):
     STOCK = "YARN-Stock"
     PT = "YARN-PT"
+    PT_SPREAD = "YARN-PT-spread"  # ablation: YARN-PT with YARN-H's server choice, no class selection
     H = "YARN-H"
 
 
@@ -361,7 +363,8 @@ def simulate_schedule(
             else:
                 servers = np.flatnonzero(free > 0)
                 want = int(min(v_pending[rv].sum(), free.sum()))
-                choose = _choose_fill if config.pt_server_choice is ServerChoice.FILL else _choose_proportional
+                spread = system is YarnSystem.PT_SPREAD or config.pt_server_choice is ServerChoice.PROPORTIONAL
+                choose = _choose_proportional if spread else _choose_fill
                 chosen = choose(free, servers, want, place_rng)
                 _launch(run, chosen, rv, v_pending, v_len, t, task_rng, task_sigma)
         # metrics for this step.
