@@ -135,7 +135,8 @@ def durability_figures(records: Sequence[Record], out_dir: str | Path, title: st
     floor = 1e-7
     shown = np.where(m > 0, m, np.nan)
     ax.bar(pos, shown, color=["tab:red" if "Stock" in str(k[1]) else "tab:blue" for k in keys])
-    ax.errorbar(pos, np.where(m > 0, m, np.nan), yerr=[m - np.array(lo), np.array(hi) - m], fmt="none", ecolor="k")
+    low = np.maximum(np.array(lo), floor)  # a run without loss sits at the axis floor on a log scale
+    ax.errorbar(pos, shown, yerr=[np.maximum(m - low, 0.0), np.array(hi) - m], fmt="none", ecolor="k", capsize=4)
     for p, v in zip(pos, m, strict=True):
         if v <= 0:
             ax.text(p, floor * 2, "no loss", ha="center", fontsize=8)
