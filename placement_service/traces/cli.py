@@ -197,7 +197,7 @@ def _check(args: argparse.Namespace) -> int:
 
     inventory = io.load_inventory(args.inventory) if args.inventory else None
     known = inventory.server if inventory is not None else None
-    samples = io.load_utilization(args.utilization, cpu_percent=args.cpu_percent, known_servers=known)
+    samples = io.load_utilization(args.utilization, cpu_percent=args.cpu_percent, inventory=inventory)
     series = tenant_series(samples, interval_s=args.interval_s)
     print(
         f"{args.utilization}: {len(samples)} samples, {len(samples.factorize('server')[0])} servers, "

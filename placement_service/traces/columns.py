@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -399,6 +400,34 @@ def check_one_tenant_per_server(
             path,
             f"server {str(server_names[s])!r} is in tenant {str(t_names[t_codes[i]])!r} here but in tenant "
             f"{str(t_names[first_tenant[s]])!r} in row {int(first_row[s]) + 1}; expected one tenant per server",
+            row=i + 1,
+            column="tenant",
+        )
+
+
+def check_inventory_tenants(
+    path: PathLike,
+    server_names: np.ndarray,
+    server_codes: np.ndarray,
+    t_names: np.ndarray,
+    t_codes: np.ndarray,
+    inventory: Any,
+) -> None:
+    """Each sample's tenant is its server's tenant in the inventory (checked per distinct pair)."""
+    inv_tenant = dict(zip(inventory.server, inventory.tenant, strict=True))
+    # Expected tenant code per server code (-1: server or its tenant absent from this file).
+    t_index = {str(t): i for i, t in enumerate(t_names)}
+    expected = np.fromiter(
+        (t_index.get(inv_tenant.get(str(sv), ""), -1) for sv in server_names), dtype=np.int64, count=len(server_names)
+    )
+    bad = expected[server_codes] != t_codes
+    if bad.any():
+        i = first_true(bad)
+        sv = str(server_names[server_codes[i]])
+        raise TraceError(
+            path,
+            f"server {sv!r} is in tenant {str(t_names[t_codes[i]])!r} here but in tenant "
+            f"{inv_tenant.get(sv)!r} in the inventory; expected the inventory's tenant",
             row=i + 1,
             column="tenant",
         )

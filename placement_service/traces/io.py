@@ -36,6 +36,7 @@ from placement_service.traces.columns import (
     TraceError,
     categorical,
     check_duplicates,
+    check_inventory_tenants,
     check_known,
     check_one_tenant_per_server,
     file_kind,
@@ -125,14 +126,21 @@ class UtilizationSamples:
 
 
 def load_utilization(
-    path: PathLike, *, cpu_percent: bool = False, known_servers: Iterable[str] | None = None
+    path: PathLike,
+    *,
+    cpu_percent: bool = False,
+    known_servers: Iterable[str] | None = None,
+    inventory: Inventory | None = None,
 ) -> UtilizationSamples:
     """Read and validate utilization samples (see the module docstring for the columns).
 
     ``cpu_percent``: the file's ``cpu`` (and ``memory``) columns hold 0..100; they are divided by
     100. ``known_servers``: when given (e.g. the inventory's servers), a sample of any other server
-    is an error.
+    is an error. ``inventory``: implies ``known_servers`` and also requires each sample's tenant to
+    be its server's tenant in the inventory.
     """
+    if inventory is not None and known_servers is None:
+        known_servers = inventory.server
     table = read_table(path, UTILIZATION_COLUMNS, UTILIZATION_OPTIONAL)
     if table.num_rows == 0:
         raise TraceError(path, "no samples: expected at least one data row")
@@ -156,6 +164,8 @@ def load_utilization(
     check_known(path, server_names, server_codes, known_servers)
     check_duplicates(path, server_codes, server_names, ts)
     check_one_tenant_per_server(path, server_names, server_codes, tenant_names, tenant_codes)
+    if inventory is not None:
+        check_inventory_tenants(path, server_names, server_codes, tenant_names, tenant_codes, inventory)
     logger.info("%s: %d samples, %d servers", path, len(ts), len(server_names))
     samples = UtilizationSamples(
         timestamp_s=ts,

@@ -324,3 +324,15 @@ def test_duplicate_message_shows_the_time_readably(tmp_path):
 def test_sub_second_times_keep_their_fraction(tmp_path):
     path = write(tmp_path / "u.csv", HEADER + "2016-03-01T00:00:00.123456789Z,s1,t1,0.1\n2016-03-01T00:02:00.5,s1,t1,0.1\n")
     np.testing.assert_allclose(io.load_utilization(path).timestamp_s, [1456790400.123456789, 1456790520.5])
+
+
+def test_inventory_tenants_must_match(tmp_path):
+    inv = _inventory()  # s1, s2 in t1; s3 in t2
+    good = write(tmp_path / "u.csv", HEADER + "0,s1,t1,0.5\n0,s3,t2,0.5\n")
+    assert len(io.load_utilization(good, inventory=inv)) == 2
+    bad = write(tmp_path / "v.csv", HEADER + "0,s1,t1,0.5\n0,s2,t2,0.5\n")
+    with pytest.raises(TraceError, match="row 2, column 'tenant': server 's2' is in tenant 't2' here but in tenant 't1'"):
+        io.load_utilization(bad, inventory=inv)
+    unknown = write(tmp_path / "w.csv", HEADER + "0,s9,t1,0.5\n")
+    with pytest.raises(TraceError, match="unknown server 's9'"):
+        io.load_utilization(unknown, inventory=inv)
