@@ -110,7 +110,9 @@ def _fill_share(order: np.ndarray, sizes: np.ndarray, target: float, eligible: n
 
 
 def assign_patterns(sizes: np.ndarray, cfg: GeneratorConfig, rng: np.random.Generator) -> list[Pattern]:
-    """Periodic by size-weighted draw to ``periodic_server_share``; unpredictable by uniform draw."""
+    """Periodic tenants by a draw weighted by ``size ** periodic_size_exponent`` up to
+    ``periodic_server_share`` of the servers; unpredictable ones among the rest, weighted by
+    ``size ** unpredictable_size_exponent``, up to ``unpredictable_server_share``; others constant."""
     n_servers = float(sizes.sum())
     # Weighted random order (Efraimidis-Spirakis keys u ** (1 / w)).
     w = sizes.astype(np.float64) ** cfg.periodic_size_exponent
@@ -165,9 +167,9 @@ def _peak_phase_s(cfg: GeneratorConfig, rng: np.random.Generator) -> float:
     """Phase of a periodic tenant: its daily peak at ``peak_hour_utc`` +- ``peak_hour_std_h``
     (or uniform for ``peak_hour_uniform_frac`` of them), its weekend on Saturday and Sunday.
 
-    ``synth`` puts the peak at ``t = phase (mod 1 day)`` and the weekend on the days ``d`` (counted
-    from the epoch, a Thursday, shifted by the phase) with ``d mod 7 in {5, 6}``: a phase of 4 days
-    + the peak hour makes those days Saturday and Sunday (from the peak hour on).
+    ``synth`` puts the peak at ``t = phase (mod 1 day)`` and the weekend on the UTC days ``d``
+    (since the epoch, a Thursday) with ``(d - floor(phase / 1 day)) mod 7 in {5, 6}``: a phase of
+    4 days + the peak hour makes them Saturday and Sunday.
     """
     if rng.random() < cfg.peak_hour_uniform_frac:
         hour = float(rng.uniform(0.0, 24.0))
