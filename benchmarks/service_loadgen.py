@@ -176,9 +176,11 @@ async def choose_targets(args: argparse.Namespace) -> dict[str, Any]:
             await stub.ChooseTargets(harvest_pb2.ChooseTargetsRequest(writer=writer, replicas=3,
                                                                       block_size=128 << 20), timeout=2.0)
             lat.append(time.perf_counter() - due)
+            slow.append((lat[-1], due - t0))
         except grpc.RpcError as exc:
             errors.append(str(exc.code()))
 
+    slow: list[tuple[float, float]] = []
     await stub.ChooseTargets(harvest_pb2.ChooseTargetsRequest(writer=writers[0], replicas=3), timeout=5.0)
     t0 = time.perf_counter() + 0.2
     n = int(args.rate * args.duration_s)
@@ -195,7 +197,8 @@ async def choose_targets(args: argparse.Namespace) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     await channel.close()
     return {"mode": "choose-targets", "rate": args.rate, "duration_s": wall, "ok": len(lat),
-            "errors": len(errors), "error_codes": sorted(set(errors))[:5], "latency": pct(lat)}
+            "errors": len(errors), "error_codes": sorted(set(errors))[:5], "latency": pct(lat),
+            "slowest_at_s": [round(t, 2) for _, t in sorted(slow, reverse=True)[:10]]}
 
 
 def select(args: argparse.Namespace) -> dict[str, Any]:

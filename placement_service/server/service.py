@@ -325,7 +325,8 @@ class PlacementService:
 
         table = ClassTable.from_json(doc, "re-clustering result")
         with self._nodes_lock:
-            node_labels = {n: table.tenant_class.get(r.tenant, "") for n, r in self._nodes.items()}
+            nodes = dict(self._nodes)  # copy under the lock, compute outside it
+        node_labels = {n: table.tenant_class.get(r.tenant, "") for n, r in nodes.items()}
         version = self.state.save_class_table(doc, node_labels)
         self.refresh_policy(doc, version)
         self.metrics.set("harvest_class_table_version", version)
