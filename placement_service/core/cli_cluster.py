@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class ClusterInputError(HarvestError):
-    """The inputs of ``harvest cluster`` do not fit together (missing file pairing, tenant mismatch)."""
+    """The options or inputs of ``harvest cluster`` do not fit together (e.g. --reimages without --inventory)."""
 
 
 def register(subparsers: Any) -> None:
@@ -110,10 +110,8 @@ def _cluster(args: argparse.Namespace) -> int:
         raise ClusterInputError(f"--interval-s must be positive, got {args.interval_s}")
     started = time.perf_counter()
     inventory = io.load_inventory(args.inventory) if args.inventory else None
-    known = inventory.server if inventory is not None else None
-    samples = io.load_utilization(args.utilization, cpu_percent=args.cpu_percent, known_servers=known)
-    if inventory is not None:
-        _check_tenants_match(args.utilization, samples, inventory)
+    # With an inventory, every sampled server must be in it, under the same tenant.
+    samples = io.load_utilization(args.utilization, cpu_percent=args.cpu_percent, inventory=inventory)
     try:
         series = tenant_series(samples, interval_s=args.interval_s)
     except ValueError as exc:
@@ -156,22 +154,6 @@ def _cluster(args: argparse.Namespace) -> int:
     else:
         _print_summary(summary)
     return 0
-
-
-def _check_tenants_match(path: str, samples: Any, inventory: Inventory) -> None:
-    """Every sampled server must belong to the same tenant in the utilization file and the inventory."""
-    import numpy as np
-
-    names, codes = samples.factorize("server")
-    _, first_row = np.unique(codes, return_index=True)
-    owner = dict(zip(inventory.server, inventory.tenant, strict=True))
-    for code, row in enumerate(first_row):
-        server, tenant = str(names[code]), str(samples.tenant[row])
-        if owner[server] != tenant:
-            raise ClusterInputError(
-                f"{path}: row {int(row) + 1}: server {server!r} is in tenant {tenant!r} here but in tenant "
-                f"{owner[server]!r} in the inventory"
-            )
 
 
 def _tenant_sizes(inventory: Inventory, tenants: tuple[str, ...]) -> tuple[dict[str, int], dict[str, float]]:
