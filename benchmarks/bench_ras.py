@@ -62,6 +62,7 @@ def report(case: str, problem: Problem, plan: Plan, **extra: Any) -> dict[str, A
         "moves_frac": round(float(plan.summary["moves_frac"]), 5),  # type: ignore[arg-type]
         "moves_in_use_frac": round(float(plan.summary["moves_in_use_frac"]), 5),  # type: ignore[arg-type]
         "load": load(), **extra,
+        "phases": [f"{p['phase']}:{float(p.get('wall_s', 0)):.1f}s" for p in s.phases],
     }  # fmt: skip
     print(json.dumps(out), flush=True)
     if problems:
