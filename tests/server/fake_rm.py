@@ -13,7 +13,9 @@ from typing import Any
 
 
 class FakeResourceManager:
-    def __init__(self, labels: dict[str, bool] | None = None) -> None:
+    def __init__(self, labels: dict[str, bool] | None = None, wrapped: bool = True) -> None:
+        """``wrapped=False`` answers ``get-node-labels`` without the root element (older releases)."""
+        self.wrapped = wrapped
         self.labels: dict[str, bool] = dict(labels or {})  # name -> exclusivity
         self.node_labels: dict[str, list[str]] = {}
         self.requests: list[tuple[str, str, Any]] = []
@@ -38,7 +40,8 @@ class FakeResourceManager:
                 rm.requests.append(("GET", self.path, None))
                 if self.path == "/ws/v1/cluster/get-node-labels":
                     items = [{"name": n, "exclusivity": e} for n, e in sorted(rm.labels.items())]
-                    self._send(200, {"nodeLabelsInfo": {"nodeLabelInfo": items}})
+                    inner = {"nodeLabelInfo": items[0] if len(items) == 1 else items}
+                    self._send(200, {"nodeLabelsInfo": inner} if rm.wrapped else inner)
                 else:
                     self._send(404, {})
 

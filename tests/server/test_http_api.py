@@ -121,3 +121,24 @@ def test_health_metrics_and_openapi(server: ServerProc) -> None:
     for path in ("/v1/reports", "/v1/jobs/select", "/v1/blocks/place", "/v1/classes", "/v1/nodes/{node}",
                  "/v1/tenants/{tenant}/samples", "/v1/recluster", "/healthz", "/metrics"):
         assert path in spec["paths"]
+
+
+def test_harvestable_set_limits_placement_targets(server: ServerProc) -> None:
+    now = time.time()
+    nodes = [f"hv-{i}" for i in range(8)]
+    reps = [report(n, f"hv-t{i}", now, seq=1) for i, n in enumerate(nodes)]
+    assert server.call("POST", "/v1/reports", {"reports": reps})[0] == 202
+    allowed = nodes[:4]
+    try:
+        status, doc = server.call("PUT", "/v1/harvestable", {"nodes": allowed})
+        assert status == 200 and doc["harvestable"] == sorted(allowed)
+        assert server.call("GET", "/v1/nodes/hv-6")[1]["harvestable"] is False
+        assert server.call("GET", "/v1/nodes/hv-1")[1]["harvestable"] is True
+        for _ in range(5):
+            status, placed = server.call("POST", "/v1/blocks/place", {"writer": "hv-7", "replicas": 3})
+            assert status == 200 and set(placed["targets"]) <= set(allowed), placed
+        status, doc = server.call("PUT", "/v1/harvestable", {"nodes": ["ok", 3]})
+        assert status == 400 and doc["error"]["field"] == "nodes[1]"
+        assert server.call("GET", "/v1/harvestable")[1]["harvestable"] == sorted(allowed)
+    finally:
+        assert server.call("PUT", "/v1/harvestable", {"nodes": None})[0] == 200

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import grpc
 import numpy as np
-import pytest
 
 from placement_service.core.types import Pattern
 from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
@@ -100,17 +99,3 @@ def test_recluster_round_trip_with_resource_manager_and_restart(tmp_path: Path) 
             assert info2["class_id"] == info["class_id"] and info2["last_seq"] == 10_000
         finally:
             server.stop()
-
-
-@pytest.mark.parametrize("centralized", [True])
-def test_centralized_mode_maps_nodes_with_the_documented_body(tmp_path: Path, centralized: bool) -> None:
-    from placement_service.server.yarn_rm import ResourceManagerClient
-
-    with FakeResourceManager() as rm:
-        client = ResourceManagerClient(rm.url, centralized=centralized)
-        result = client.push(["constant-0", "periodic-1"], {"n1": "constant-0", "n2": "periodic-1"})
-        assert result.added == ("constant-0", "periodic-1") and result.mapped_nodes == 2
-        assert rm.node_labels == {"n1": ["constant-0"], "n2": ["periodic-1"]}
-        assert rm.labels == {"constant-0": False, "periodic-1": False}
-        again = client.push(["constant-0"], {})
-        assert again.added == () and again.existing == ("constant-0",)
