@@ -83,6 +83,8 @@ def main() -> int:
         "lost": max(0, result["acked_reports"] - stored), "nodes_behind_last_ack": behind,
         "reports_per_s": round(result["reports_per_s"], 1),
         "latency": result.get("request_latency") or result.get("ack_latency"),
+        "latency_after_first_2_intervals": result.get("ack_latency_after_first_2_intervals"),
+        "stream_retries": result.get("stream_retries"),
         "server_cpu_s": round(cpu1 - cpu0, 1), "load_before": load_before, "load_after": load_after,
         "check_s": round(check_s, 1), "client_errors": result["stderr_lines"],
     }
