@@ -44,6 +44,10 @@ class ReclusterInput:
 
 
 def _lower_priority() -> None:
+    """Child initializer: lower priority and one compute thread (set before numpy / scikit-learn /
+    pyarrow load), so a re-clustering takes at most one core away from the request threads."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+        os.environ[var] = "1"
     try:
         os.nice(10)
     except OSError:
@@ -60,6 +64,9 @@ def compute_class_table(inp: ReclusterInput) -> dict[str, Any]:
     from placement_service.server.history import HistoryStore
     from placement_service.traces.series import fill_gaps
 
+    import pyarrow as pa
+
+    pa.set_cpu_count(1)
     store = HistoryStore(inp.history_dir, inp.slot_s, cleanup=False)
     tenants, first_slot_s, cpu = store.tenant_matrix(inp.since_s, inp.until_s)
     if not tenants:
