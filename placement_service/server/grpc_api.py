@@ -206,6 +206,6 @@ class GrpcServer:
         fut = asyncio.run_coroutine_threadsafe(self._server.stop(grace_s), self._loop)
         try:
             fut.result(timeout=grace_s + 5)
-        except Exception:
-            logger.warning("gRPC server did not stop cleanly")
+        except Exception as exc:
+            logger.warning("gRPC server did not stop cleanly: %r", exc)
         self._thread.join(timeout=5)

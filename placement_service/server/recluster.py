@@ -7,10 +7,12 @@ Steps of one run:
    priority), so the heavy FFT / K-means work never competes with request threads for the GIL;
 2. the child reads the Parquet history of the last ``history_days`` (:func:`compute_class_table`),
    builds each tenant's average-server series, fits ``UtilizationClustering`` and the 3x3 grid,
-   and returns the ``classes.json`` document;
-3. the worker hands the document to ``on_table`` (the service adopts it atomically: SQLite
-   transaction, then one reference swap), then pushes labels to the ResourceManager and writes the
-   Capacity Scheduler queue config (both optional, failures logged, never fatal).
+   stores the ``classes.json`` document and the node -> label mapping in SQLite in one transaction
+   (the child does the serialization work, not the serving process) and returns the document with
+   its version;
+3. the worker hands both to ``on_table`` (the service swaps its policy view with one reference
+   assignment), which then pushes labels to the ResourceManager and writes the Capacity Scheduler
+   queue config (both optional, failures logged, never fatal).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class ReclusterInput:
     reimage_rate_per_tenant: Mapping[str, float] = field(default_factory=dict)
     seed: int = 0
     max_fill_slots: int = 3
+    state_path: Path | None = None  # SQLite state to store the result in (None: do not store)
+    node_tenant: Mapping[str, str] = field(default_factory=dict)
 
 
 def _lower_priority() -> None:
@@ -54,17 +58,32 @@ def _lower_priority() -> None:
         pass
 
 
+def recluster_and_store(inp: ReclusterInput) -> tuple[int, dict[str, Any]]:
+    """Child process: :func:`compute_class_table`, then store it (version 0 when not stored)."""
+    doc = compute_class_table(inp)
+    if inp.state_path is None:
+        return 0, doc
+    from placement_service.server.state import StateStore
+
+    tenant_class = {t: v["class"] for t, v in doc["tenants"].items()}
+    labels = {n: tenant_class.get(t, "") for n, t in inp.node_tenant.items()}
+    store = StateStore(inp.state_path)
+    try:
+        return store.save_class_table(doc, labels), doc
+    finally:
+        store.close()
+
+
 def compute_class_table(inp: ReclusterInput) -> dict[str, Any]:
     """Cluster the stored history into a ``classes.json`` document (runs in the child process)."""
     import numpy as np
+    import pyarrow as pa
 
     from placement_service.core.clustering import UtilizationClustering
     from placement_service.core.grid import build_grid
     from placement_service.core.types import TenantSeries
     from placement_service.server.history import HistoryStore
     from placement_service.traces.series import fill_gaps
-
-    import pyarrow as pa
 
     pa.set_cpu_count(1)
     store = HistoryStore(inp.history_dir, inp.slot_s, cleanup=False)
@@ -98,7 +117,7 @@ class ReclusterWorker:
     def __init__(
         self,
         make_input: Callable[[], ReclusterInput],
-        on_table: Callable[[dict[str, Any]], None],
+        on_table: Callable[[int, dict[str, Any]], None],
         interval_s: float,
     ) -> None:
         self._make_input = make_input
@@ -172,8 +191,8 @@ class ReclusterWorker:
                 self._pool = ProcessPoolExecutor(
                     max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
                 )
-            doc = self._pool.submit(compute_class_table, inp).result()
-            self._on_table(doc)
+            version, doc = self._pool.submit(recluster_and_store, inp).result()
+            self._on_table(version, doc)
             self.runs += 1
             self.last_error = ""
         except Exception as exc:  # a failed run keeps the old table (the safe side)

@@ -321,17 +321,20 @@ class PlacementService:
             since_s=until - self.cfg.history_days * 86400.0, until_s=until,
             servers_per_tenant=servers, cores_per_tenant=cores, storage_gb_per_tenant=storage,
             reimage_rate_per_tenant=self._static.reimage_rates, seed=self.cfg.seed,
+            state_path=self.cfg.data_path("state.sqlite"), node_tenant={r.node: r.tenant for r in nodes},
         )
 
-    def adopt_class_table(self, doc: dict[str, Any]) -> None:
-        """Store a new class table and swap it in atomically; then push labels (best effort)."""
+    def adopt_class_table(self, version: int, doc: dict[str, Any]) -> None:
+        """Swap in a class table already stored as ``version`` (0: store it here first); then push
+        labels (best effort). Called by the re-clustering worker, never on a request path."""
         from placement_service.core.types import ClassTable
 
         table = ClassTable.from_json(doc, "re-clustering result")
-        with self._nodes_lock:
-            nodes = dict(self._nodes)  # copy under the lock, compute outside it
-        node_labels = {n: table.tenant_class.get(r.tenant, "") for n, r in nodes.items()}
-        version = self.state.save_class_table(doc, node_labels)
+        if version == 0:
+            with self._nodes_lock:
+                nodes = dict(self._nodes)  # copy under the lock, compute outside it
+            labels_of = {n: table.tenant_class.get(r.tenant, "") for n, r in nodes.items()}
+            version = self.state.save_class_table(doc, labels_of)
         self.refresh_policy(doc, version)
         self.metrics.set("harvest_class_table_version", version)
         self.metrics.set("harvest_classes", len(table.classes))
@@ -340,6 +343,9 @@ class PlacementService:
         labels = [c.id for c in table.classes]
         self._write_capacity_scheduler(labels, {c.id: float(max(c.servers, 1)) for c in table.classes}, version)
         if self._rm is not None:
+            with self._nodes_lock:
+                node_tenant = {n: r.tenant for n, r in self._nodes.items()}
+            node_labels = {n: table.tenant_class.get(t, "") for n, t in node_tenant.items()}
             try:
                 self._rm.push(labels, node_labels)
                 self.rm_status["pushes"] += 1
