@@ -9,6 +9,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "bench-token"
+_STDERR: dict[int, Any] = {}
 
 
 @dataclass
@@ -59,15 +61,47 @@ def start_server(data_dir: Path, *extra: str) -> Server:
 
 
 def loadgen(mode: str, server: Server, *args: str) -> dict[str, Any]:
+    proc = start_loadgen(mode, server, *args)
+    try:
+        return read_result(proc)
+    finally:
+        release(proc)
+
+
+def start_loadgen(mode: str, server: Server, *args: str) -> subprocess.Popen[str]:
+    """Start the load generator in its own process; it holds (stays alive) after printing its result
+    until ``release``, so its exit does not disturb another generator still measuring."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "service_loadgen.py"), mode, "--http", server.http,
-           "--grpc", server.grpc, "--token", TOKEN, *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"load generator failed: {out.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(lines[-1])
-    result["stderr_lines"] = len(out.stderr.splitlines())
+           "--grpc", server.grpc, "--token", TOKEN, "--hold", *args]
+    err = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty generator never blocks
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
+    _STDERR[proc.pid] = err
+    return proc
+
+
+def read_result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("{"):
+        proc.kill()
+        proc.wait()
+        err = _STDERR.pop(proc.pid)
+        err.seek(0)
+        raise RuntimeError(f"load generator failed: {line!r} {err.read()[-2000:]}")
+    result: dict[str, Any] = json.loads(line)
     return result
+
+
+def release(proc: subprocess.Popen[str]) -> int:
+    """Let a held generator exit; returns how many lines it wrote to stderr (errors)."""
+    proc.communicate(timeout=120)
+    err = _STDERR.pop(proc.pid, None)
+    if err is None:
+        return 0
+    err.seek(0)
+    n = len(err.read().splitlines())
+    err.close()
+    return n
 
 
 def load_average() -> str:

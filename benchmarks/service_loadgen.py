@@ -280,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq-base", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--acked-out", help="write node -> last acknowledged seq here (JSON)")
+    p.add_argument("--hold", action="store_true", help="after printing the result, wait for stdin to close")
     args = p.parse_args(argv)
     if args.mode == "ingest-grpc":
         out = asyncio.run(ingest_grpc(args))
@@ -294,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.acked_out, "w") as fh:
             json.dump(acked, fh)
     print(json.dumps(out), flush=True)
+    if args.hold:
+        sys.stdin.read()
     return 0
 
 

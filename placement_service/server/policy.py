@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,22 +186,31 @@ def build_policy_view(
     current_window_s: float | None = None,
     block_size_mb: float = 256.0,
     static: StaticInputs | None = None,
+    table: ClassTable | None = None,
+    pause: Callable[[], None] = lambda: None,
 ) -> PolicyView:
+    """Build a view; ``table`` is ``doc`` already parsed (optional); ``pause`` runs between the
+    stages (the background caller sleeps there, so request threads get the GIL back)."""
     static = static or StaticInputs({}, {}, {})
-    table = None
     selector = None
     if doc is not None:
         try:
-            table = ClassTable.from_json(doc, f"class table v{version}")
+            if table is None:
+                table = ClassTable.from_json(doc, f"class table v{version}")
+                pause()
             if table.classes:
                 selector = ClassSelector(table)
                 if current_window_s:
+                    pause()
                     current = class_current_cpu(table, nodes, time.time(), current_window_s)
                     if current:
                         selector.update_current(current)
         except PolicyError as exc:
             logger.error("stored class table v%d is unusable (%s); serving without classes", version, exc)
             table, selector = None, None
+    else:
+        table = None
+    pause()
     try:
         placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static)
     except PolicyError as exc:

@@ -47,6 +47,11 @@ class IngestResult:
     acked_seq: dict[str, int]
 
 
+def _yield_gil() -> None:
+    """Background rebuilds sleep between stages so request threads drain what queued meanwhile."""
+    time.sleep(0.005)
+
+
 def _newer(a: NodeReport | None, b: NodeReport) -> NodeReport:
     if a is None or (b.seq, b.timestamp) >= (a.seq, a.timestamp):
         return b
@@ -264,11 +269,12 @@ class PlacementService:
         if missing and self._nodes_version != self._policy_nodes_version:
             with self._refresh_lock:
                 if self._nodes_version != self._policy_nodes_version:
-                    self.refresh_policy()
+                    self.refresh_policy(background=False)
             view = self._policy
         return view
 
-    def refresh_policy(self, doc: dict[str, Any] | None = None, version: int | None = None) -> None:
+    def refresh_policy(self, doc: dict[str, Any] | None = None, version: int | None = None,
+                       table: Any = None, background: bool = True) -> None:
         """Rebuild the view when the table, the node set or the harvestable set changed; otherwise
         only refresh the classes' current CPU (cheap, in place under the view's lock)."""
         with self._nodes_lock:
@@ -282,6 +288,7 @@ class PlacementService:
         view = build_policy_view(
             self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
             nodes, self._harvestable, current_window_s=self.cfg.current_window_s, static=self._static,
+            table=table, pause=_yield_gil if background else (lambda: None),
         )
         self._policy = view  # one reference swap: requests see the old or the new view, never a mix
         self._policy_nodes_version = nodes_version
@@ -335,7 +342,8 @@ class PlacementService:
                 nodes = dict(self._nodes)  # copy under the lock, compute outside it
             labels_of = {n: table.tenant_class.get(r.tenant, "") for n, r in nodes.items()}
             version = self.state.save_class_table(doc, labels_of)
-        self.refresh_policy(doc, version)
+        _yield_gil()
+        self.refresh_policy(doc, version, table=table)
         self.metrics.set("harvest_class_table_version", version)
         self.metrics.set("harvest_classes", len(table.classes))
         logger.info("adopted class table v%d: %d classes, %d tenants", version, len(table.classes),
