@@ -210,17 +210,25 @@ class HistoryStore:
         return out
 
     def read_table(self, since_s: float, until_s: float, tenant: str | None = None) -> pa.Table:
-        """Rows with ``since_s <= slot_start_s < until_s`` (optionally one tenant), not yet summed."""
-        with self._lock:
-            files = self._files_between(since_s, until_s)
-            tables = []
-            for p in files:
-                filters: list[tuple[str, str, object]] = [
-                    ("slot_start_s", ">=", int(np.floor(since_s))), ("slot_start_s", "<", int(np.ceil(until_s)))
-                ]
-                if tenant is not None:
-                    filters.append(("tenant", "=", tenant))
-                tables.append(pq.read_table(p, schema=SCHEMA, filters=filters))
+        """Rows with ``since_s <= slot_start_s < until_s`` (optionally one tenant), not yet summed.
+
+        Another process (re-clustering) reads while the owner may merge a day: a file deleted between
+        listing and reading makes it list again (merges keep every report in exactly one visible file).
+        """
+        filters: list[tuple[str, str, object]] = [
+            ("slot_start_s", ">=", int(np.floor(since_s))), ("slot_start_s", "<", int(np.ceil(until_s)))
+        ]
+        if tenant is not None:
+            filters.append(("tenant", "=", tenant))
+        for attempt in range(5):
+            with self._lock:
+                try:
+                    tables = [pq.read_table(p, schema=SCHEMA, filters=filters)
+                              for p in self._files_between(since_s, until_s)]
+                    break
+                except FileNotFoundError:
+                    if attempt == 4:
+                        raise
         if not tables:
             return SCHEMA.empty_table()
         return pa.concat_tables(tables)

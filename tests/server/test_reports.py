@@ -83,3 +83,17 @@ def test_batch_errors_name_the_index_and_limits_apply() -> None:
         with pytest.raises(RequestError) as err:
             parse_report_batch(body, NOW, 300.0, 10)
         assert err.value.field == field
+
+
+def test_openapi_report_schema_matches_the_validator() -> None:
+    import json
+    from pathlib import Path
+
+    import placement_service
+    from placement_service.server.reports import OPTIONAL_FIELDS, REQUIRED_FIELDS
+
+    spec = json.loads((Path(placement_service.__file__).parent / "openapi.json").read_text())
+    schema = spec["components"]["schemas"]["NodeReport"]
+    assert set(schema["required"]) == set(REQUIRED_FIELDS)
+    assert set(schema["properties"]) == set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS)
+    assert schema["additionalProperties"] is False
