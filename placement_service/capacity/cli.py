@@ -109,6 +109,8 @@ def _solve(args: argparse.Namespace) -> int:
         settings = replace(settings, method=Method(args.method))
     previous = io.read_assignment(args.previous, region) if args.previous else {}
     problem = Problem(region, requests, settings, previous)
+    print(f"solving {len(region)} servers, {len(requests)} requests, time limit {settings.time_limit_s:g} s "
+          f"(method {settings.method.value}; -v shows progress)", file=sys.stderr)  # fmt: skip
     plan = solve(problem)
     doc = plan.to_json()
     if args.buffer_bound:

@@ -95,3 +95,23 @@ def test_move_cost_counts_idle_departures_first():
     moves = float(model.cost[ix.di0 : ix.du0 + len(ix.d_pairs)] @ x[ix.di0 : ix.du0 + len(ix.d_pairs)])
     assert abs(moves - expected_moves) < 1e-9
     assert cost > 0
+
+
+def test_msb_spread_term_prices_each_rru_above_the_limit(small_problem):
+    from dataclasses import replace
+
+    agg = aggregate(small_problem)
+    plain = ras_model.build(agg, small_problem.requests, small_problem.settings)
+    st = replace(small_problem.settings, msb_spread_limit=0.1, msb_spread_cost=3.0)
+    spread = ras_model.build(agg, small_problem.requests, st)
+    y = greedy(agg, small_problem.settings)
+    x_plain, x_spread = ras_model.complete(plain, y), ras_model.complete(spread, y)
+    assert _rows_ok(spread, x_spread)
+    expected = 0.0
+    for r, req in enumerate(small_problem.requests):
+        m = agg.pair_entity == r
+        per = np.bincount(agg.class_msb[agg.pair_class[m]], weights=agg.pair_value[m] * y[m], minlength=agg.n_msb)
+        expected += 3.0 / req.mean_rru() * np.maximum(0.0, per[per > 0] - 0.1 * req.capacity_rru).sum()
+    assert expected > 0
+    diff = ras_model.objective(spread, x_spread) - ras_model.objective(plain, x_plain)
+    assert abs(diff - expected) < 1e-6

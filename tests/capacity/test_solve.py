@@ -91,3 +91,4 @@ def test_buffer_lower_bound_is_below_the_plan(small_problem, small_plan):
     bb = buffer_lower_bound(small_problem)
     assert bb["perfect_spread_frac"] <= bb["frac_lb"] + 1e-9
     assert bb["frac_lb"] <= float(small_plan.summary["embedded_buffer_frac"]) + 1e-9
+
