@@ -6,8 +6,10 @@ re-clustering running: ``ChooseTargets`` (gRPC, open loop) and ``POST /v1/jobs/s
 Steps: (1) seed 7 days of 5-minute history for 5,000 tenants straight into the service's Parquet
 layout (the same files the compactor writes), (2) start ``harvest serve`` and register 15,000
 nodes with one report each, (3) re-cluster once (timed) to get a class table, (4) measure both
-decision paths together for ``--duration-s`` (baseline), (5) measure again while re-clusterings run
-back to back for the whole window; p99 during (5) should be at most twice the baseline.
+decision paths alone for ``--duration-s`` each, then together (baseline), (5) measure both again
+while re-clustering: ``--during single`` = one run (the daily one) and windows as long as it
+takes, ``--during loop`` = runs back to back for ``--duration-s``; p99 during (5) should be at
+most twice the baseline.
 """
 
 from __future__ import annotations
@@ -71,14 +73,16 @@ def call(server: Server, method: str, path: str, body: Any = None) -> Any:
         return json.loads(resp.read())
 
 
-def measure(server: Server, duration_s: float, rate: float, select_rate: float, nodes: int) -> dict[str, Any]:
-    """Both decision paths at once, each from its own load-generator process."""
-    procs = {
-        "choose_targets": start_loadgen("choose-targets", server, "--rate", str(rate), "--duration-s",
-                                        str(duration_s), "--nodes", str(nodes)),
-        "select": start_loadgen("select", server, "--rate", str(select_rate), "--duration-s", str(duration_s),
-                                "--connections", "4"),
-    }
+def measure(server: Server, duration_s: float, rate: float, select_rate: float, nodes: int,
+            which: tuple[str, ...] = ("choose_targets", "select")) -> dict[str, Any]:
+    """The chosen decision paths at once, each from its own load-generator process."""
+    procs = {}
+    if "choose_targets" in which:
+        procs["choose_targets"] = start_loadgen("choose-targets", server, "--rate", str(rate), "--duration-s",
+                                                str(duration_s), "--nodes", str(nodes))
+    if "select" in which:
+        procs["select"] = start_loadgen("select", server, "--rate", str(select_rate), "--duration-s",
+                                        str(duration_s), "--connections", "4")
     results = {name: read_result(proc) for name, proc in procs.items()}
     for proc in procs.values():
         release(proc)
@@ -118,6 +122,11 @@ def main() -> int:
             out["first_recluster_s"] = round(time.perf_counter() - t, 1)
             out["recluster_status"] = {k: status[k] for k in ("runs", "failures", "last_error", "last_duration_s")}
             out["classes"] = len(call(server, "GET", "/v1/classes")["classes"])
+            out["load_alone"] = load_average()
+            out["choose_targets_alone"] = measure(server, args.duration_s, args.rate, args.select_rate, nodes,
+                                                  ("choose_targets",))["choose_targets"]
+            out["select_alone"] = measure(server, args.duration_s, args.rate, args.select_rate, nodes,
+                                          ("select",))["select"]
             duration = args.duration_s
             if args.during == "single":
                 duration = max(5.0, 1.1 * out["first_recluster_s"])
