@@ -169,6 +169,8 @@ class GrpcServer:
         self._credentials = credentials
         self._loop = asyncio.new_event_loop()
         self._server: grpc.aio.Server | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._grace_s = 2.0
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self.port = port
@@ -197,15 +199,18 @@ class GrpcServer:
             self.port = server.add_insecure_port(self._address)
         await server.start()
         self._server = server
+        self._stop_event = asyncio.Event()
         self._ready.set()
-        await server.wait_for_termination()
+        await self._stop_event.wait()
+        await server.stop(self._grace_s)  # the loop runs until the server has stopped
 
     def stop(self, grace_s: float = 2.0) -> None:
         if self._server is None:
             return
-        fut = asyncio.run_coroutine_threadsafe(self._server.stop(grace_s), self._loop)
-        try:
-            fut.result(timeout=grace_s + 5)
-        except Exception as exc:
-            logger.warning("gRPC server did not stop cleanly: %r", exc)
-        self._thread.join(timeout=5)
+        self._grace_s = grace_s
+        event = self._stop_event
+        assert event is not None
+        self._loop.call_soon_threadsafe(event.set)
+        self._thread.join(timeout=grace_s + 5)
+        if self._thread.is_alive():
+            logger.warning("gRPC server did not stop within %.0f s", grace_s + 5)

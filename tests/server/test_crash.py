@@ -104,3 +104,21 @@ def test_kill9_during_ingest_loses_nothing_acknowledged(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert not list((data / "history").rglob("*.tmp"))
+
+
+def test_sigterm_compacts_the_log_into_parquet(tmp_path: Path) -> None:
+    from placement_service.server.wal import list_segments, read_frames
+
+    data = tmp_path / "data"
+    server = start_server(data, "--compact-interval-s", "3600")  # only the shutdown compacts
+    now = time.time()
+    reps = [report(f"term-{i}", "term-t", now - i, cpu=1.0 + i, seq=1) for i in range(7)]
+    assert server.call("POST", "/v1/reports", {"reports": reps})[0] == 202
+    server.stop()
+    assert server.proc.returncode == 0
+    frames = [f for seg in list_segments(data / "log") for f in read_frames(seg.path)]
+    assert frames == []  # everything left the log ...
+    tables = [pq.read_table(p) for p in (data / "history").rglob("*.parquet")]
+    rows = [r for t in tables for r in t.to_pylist() if r["tenant"] == "term-t"]
+    assert sum(r["n_reports"] for r in rows) == 7  # ... and is in the Parquet history
+    assert sum(r["cpu_frac_sum"] for r in rows) == pytest.approx(sum((1.0 + i) / 8.0 for i in range(7)))
