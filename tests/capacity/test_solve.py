@@ -92,3 +92,14 @@ def test_buffer_lower_bound_is_below_the_plan(small_problem, small_plan):
     assert bb["perfect_spread_frac"] <= bb["frac_lb"] + 1e-9
     assert bb["frac_lb"] <= float(small_plan.summary["embedded_buffer_frac"]) + 1e-9
 
+
+
+def test_losing_any_whole_msb_leaves_every_reservation_its_request(small_problem, small_plan):
+    region = small_problem.region
+    idx = region.index()
+    for m in range(len(region.msb_names)):
+        for req in small_problem.requests:
+            left = sum(req.rru.get(region.hardware_names[region.hardware[idx[s]]], 0.0)
+                       for s in small_plan.reservations[req.id]["servers"]  # type: ignore[union-attr]
+                       if region.msb[idx[s]] != m)  # fmt: skip
+            assert left >= req.capacity_rru - 1e-9, (req.id, region.msb_names[m])
