@@ -103,3 +103,15 @@ def test_losing_any_whole_msb_leaves_every_reservation_its_request(small_problem
                        for s in small_plan.reservations[req.id]["servers"]  # type: ignore[union-attr]
                        if region.msb[idx[s]] != m)  # fmt: skip
             assert left >= req.capacity_rru - 1e-9, (req.id, region.msb_names[m])
+
+
+def test_deleted_reservation_releases_its_servers_as_moves(small_problem, small_plan):
+    gone = small_problem.requests[0].id
+    problem = dataclasses.replace(small_problem, requests=small_problem.requests[1:], previous=small_plan.assignment)
+    plan = solve(problem)
+    assert violations(problem, plan) == []
+    released = {m["server"] for m in plan.moves if m["from"] == gone}
+    assert released == set(small_plan.reservations[gone]["servers"])  # type: ignore[arg-type]
+    assert gone not in plan.assignment.values()
+    # the others keep their servers
+    assert all(m["from"] == gone for m in plan.moves)
