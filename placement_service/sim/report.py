@@ -84,6 +84,8 @@ def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
         else:
             ok = h_m == 0 or (st_m >= 100 * h_m)
             ratio = f"{st_m / h_m:.0f}x" if h_m > 0 else "HDFS-H lost none"
+            if st_m == 0 and h_m == 0:
+                ratio += "; HDFS-Stock lost none either, so no contrast"
             what = f"HDFS-Stock {st_m:.1f} vs HDFS-H {h_m:.1f} blocks on average ({ratio}; needs >= 100x or none)"
         checks.append(f"- {rep} replicas: {what}: **{'yes' if ok else 'NO'}**")
     return rows, checks
