@@ -175,6 +175,15 @@ def _simulate(out_dir: Path, *, seed: int) -> None:
     from placement_service.sim import demo_results
 
     summary = demo_results(out_dir, seed=seed)
-    for line in summary.get("lines", []):
-        print(f"    {line}")
-    print(f"    results, figures and report: {out_dir}/")
+    print(f"    datacenter: {summary.get('servers')} servers, {summary.get('tenants')} tenants")
+    print(f"    {'scheduling':<12} {'level':>6} {'system':<10} {'avg job time':>13} {'killed tasks':>13}")
+    for s in summary.get("schedule", []):
+        print(f"    {'':<12} {s['level']:>6.0%} {s['system']:<10} {s['avg_job_time_s']:>11.0f} s "
+              f"{s['killed_tasks']:>13.0f}")
+    print(f"    {'durability':<12} {'replicas':>8} {'system':<11} {'lost blocks (1 year)':>20}")
+    for s in summary.get("durability", []):
+        print(f"    {'':<12} {s['replicas']:>8} {s['system']:<11} {s['lost_blocks']:>20.0f}")
+    print(f"    {'availability':<12} {'level':>6} {'system':<11} {'failed accesses':>16}")
+    for s in summary.get("availability", []):
+        print(f"    {'':<12} {s['level']:>6.0%} {s['system']:<11} {s['failed_access_pct']:>15.3f}%")
+    print(f"    results.json, PNG figures and reports: {out_dir}/{{schedule,durability,availability}}/")
