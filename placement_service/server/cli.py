@@ -39,22 +39,36 @@ def register(subparsers: Any) -> None:
 
 
 def _watch_gc(metrics: Any) -> None:
-    """Export garbage-collection pauses (they stop every thread) as a histogram per generation."""
+    """Export garbage-collection pauses (they stop every thread) as a histogram per generation.
+
+    The collector can run inside any allocation, including one made while a thread holds a lock
+    (the metrics lock, a logging handler's lock): the callback therefore only appends to a deque
+    (no lock, no logging) and the pauses are turned into metrics when ``/metrics`` is scraped.
+    """
+    import collections
     import gc
     import time
 
-    started: dict[str, float] = {}
+    started: list[float] = []
+    pauses: collections.deque[tuple[str, float]] = collections.deque(maxlen=100_000)
 
     def callback(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            started["t"] = time.perf_counter()
-        elif "t" in started:
-            pause_s = time.perf_counter() - started.pop("t")
-            metrics.observe("harvest_gc_pause_seconds", pause_s, generation=str(info.get("generation", -1)))
-            if pause_s > 0.05:
-                logger.warning("garbage collection of generation %s took %.0f ms", info.get("generation"),
-                               pause_s * 1000)
+            started[:] = [time.perf_counter()]
+        elif started:
+            pauses.append((str(info.get("generation", -1)), time.perf_counter() - started.pop()))
 
+    def drain() -> dict[str, float]:
+        longest = 0.0
+        while pauses:
+            generation, pause_s = pauses.popleft()
+            metrics.observe("harvest_gc_pause_seconds", pause_s, generation=generation)
+            longest = max(longest, pause_s)
+        if longest > 0.05:
+            logger.warning("a garbage collection took %.0f ms", longest * 1000)
+        return {}
+
+    metrics.add_collector(drain)
     gc.callbacks.append(callback)
 
 

@@ -58,13 +58,15 @@ class Metrics:
 
     def render(self) -> str:
         lines: list[str] = []
+        collected = {}
+        for fn in self._collectors:  # outside the lock: a collector may record metrics itself
+            collected.update(fn())
         with self._lock:
             counters = dict(self._counters)
             gauges = dict(self._gauges)
             hist = {k: list(v) for k, v in self._hist.items()}
-        for fn in self._collectors:
-            for name, value in fn().items():
-                gauges[(name, ())] = value
+        for name, value in collected.items():
+            gauges[(name, ())] = value
         seen: set[str] = set()
         for (name, labels), value in sorted(counters.items()):
             if name not in seen:
