@@ -139,7 +139,7 @@ def write_report(
     for d in result_dirs:
         doc = read_results(d)
         kind = doc["experiment"]
-        section = f"{kind}: {doc['datacenter']}"
+        section = f"{kind}: {doc['datacenter']} ({Path(d).name})"
         settings = doc.get("settings", {})
         fig_dir = fig_root / Path(d).name
         paths = []
