@@ -161,6 +161,43 @@ def availability_figures(records: Sequence[Record], out_dir: str | Path, title: 
     return [_save(fig, Path(out_dir) / "availability_failed.png")]
 
 
+def improvement_rows(docs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Per schedule result (name, doc) and scaling: min / mean / max over levels and runs of YARN-H's
+    job-time reduction against YARN-PT, ``100 * (1 - H / PT)`` paired by (level, run)."""
+    rows = []
+    for name, doc in docs:
+        recs = doc["records"]
+        pt = {(r.get("scaling"), r["level"], r["run"]): r for r in recs if r["system"] == "YARN-PT"}
+        by_scaling: dict[str, list[float]] = {}
+        for r in recs:
+            key = (r.get("scaling"), r["level"], r["run"])
+            if r["system"] == "YARN-H" and key in pt and pt[key]["avg_job_time_s"] > 0:
+                gain = 100.0 * (1.0 - r["avg_job_time_s"] / pt[key]["avg_job_time_s"])
+                by_scaling.setdefault(str(r.get("scaling")), []).append(gain)
+        for scaling, gains in sorted(by_scaling.items()):
+            rows.append({"name": name, "datacenter": doc["datacenter"], "scaling": scaling,
+                         "min": min(gains), "mean": float(np.mean(gains)), "max": max(gains), "points": len(gains)})
+    return rows
+
+
+def improvement_figure(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
+    """Bars of the mean reduction per (datacenter, scaling), whiskers min..max (Figure 14 style)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    pos = np.arange(len(rows))
+    mean = np.array([r["mean"] for r in rows])
+    lo = np.array([r["min"] for r in rows])
+    hi = np.array([r["max"] for r in rows])
+    ax.bar(pos, mean, color=["tab:blue" if r["scaling"] == "linear" else "tab:green" for r in rows])
+    ax.errorbar(pos, mean, yerr=[mean - lo, hi - mean], fmt="none", ecolor="k", capsize=4)
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xticks(pos, [f"{r['name']}\n{r['scaling']}" for r in rows], fontsize=7, rotation=20)
+    ax.set_ylabel("job time reduction, YARN-H vs YARN-PT (%)")
+    ax.set_title("min / mean / max over utilization levels and runs")
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, Path(path))
+
+
 def figures_for(doc: Mapping[str, Any], out_dir: str | Path, title: str = "") -> list[Path]:
     """The figures of one ``results.json`` document."""
     records = doc["records"]
