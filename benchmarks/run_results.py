@@ -30,8 +30,10 @@ PL = ["--real", "planetlab", "--real-servers", "5000"]
 LEVELS = "0.2,0.3,0.4,0.5,0.6"
 
 FULL: dict[str, list[str]] = {
-    "gen-durability": ["durability", *GEN, "--replicas", "3,4", "--blocks", "4000000", "--runs", "1"],
-    "gen-durability-3runs": ["durability", *GEN, "--replicas", "3", "--blocks", "4000000", "--runs", "3"],
+    "gen-durability-r3": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks", "4000000",
+                          "--runs", "3"],
+    "gen-durability-r4": ["durability", *GEN, "--reimage-days", "365", "--replicas", "4", "--blocks", "4000000",
+                          "--runs", "2"],
     "gen-schedule-linear": ["schedule", *GEN, "--generate-days", "37", "--levels", LEVELS, "--scaling", "linear",
                             "--runs", "3", "--days", "30", "--step-s", "120"],
     "gen-schedule-root": ["schedule", *GEN, "--generate-days", "37", "--levels", LEVELS, "--scaling", "root",

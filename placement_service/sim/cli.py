@@ -48,6 +48,8 @@ def _inputs(p: argparse.ArgumentParser, reimages_required: bool = False) -> None
     g.add_argument("--generate", type=int, metavar="N", help="generate a datacenter of N servers in-process")
     g.add_argument("--generate-seed", type=int, default=1, help="seed of the generated datacenter (default 1)")
     g.add_argument("--generate-days", type=float, default=30.0, help="days of generated traces (default 30)")
+    g.add_argument("--reimage-days", type=float, default=None,
+                   help="days of generated reimages (e.g. 365 for durability; default: --generate-days)")
     g.add_argument("--real", choices=["azure", "planetlab"], help="public CPU traces grouped into tenants")
     g.add_argument("--real-servers", type=int, default=5000, help="servers of the real-trace datacenter")
     g.add_argument("--name", help="datacenter name in the results (default from the input)")
@@ -121,7 +123,9 @@ def load_input(args: argparse.Namespace) -> Any:
     if args.generate:
         from placement_service.traces.generate import generate_datacenter
 
-        gen = generate_datacenter(args.generate, seed=args.generate_seed, days=args.generate_days)
+        gen = generate_datacenter(
+            args.generate, seed=args.generate_seed, days=args.generate_days, reimage_days=args.reimage_days
+        )
         return dcm.from_generated(gen, args.name or f"generated-{args.generate}-s{args.generate_seed}")
     if args.real:
         from placement_service.sim.real import real_sim_datacenter

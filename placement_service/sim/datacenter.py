@@ -58,6 +58,7 @@ class SimDatacenter:
     server_tenant: np.ndarray
     cpu: np.ndarray
     reimages: ReimageEvents | None = None
+    reimage_window_s: float | None = None  # span the reimage events cover (None: the series' span)
 
     @property
     def n_servers(self) -> int:
@@ -82,7 +83,12 @@ class SimDatacenter:
 
 
 def build_datacenter(
-    name: str, inventory: Inventory, series: TenantSeries, reimages: ReimageEvents | None = None
+    name: str,
+    inventory: Inventory,
+    series: TenantSeries,
+    reimages: ReimageEvents | None = None,
+    *,
+    reimage_window_s: float | None = None,
 ) -> SimDatacenter:
     """Tie servers to their tenant's series; every inventory tenant needs a series."""
     if len(inventory) == 0:
@@ -99,7 +105,7 @@ def build_datacenter(
     means = np.nanmean(np.where(np.isnan(cpu).all(axis=1, keepdims=True), 0.0, cpu), axis=1)
     cpu = np.where(np.isnan(cpu), means[:, None], cpu)
     cpu = np.clip(cpu, 0.0, 1.0).astype(np.float32)
-    return SimDatacenter(name, inventory, series, server_tenant, cpu, reimages)
+    return SimDatacenter(name, inventory, series, server_tenant, cpu, reimages, reimage_window_s)
 
 
 def load_datacenter(
@@ -122,7 +128,8 @@ def from_generated(gen: GeneratedDatacenter, name: str = "generated") -> SimData
     from placement_service.traces.series import tenant_series
 
     series = tenant_series(gen.utilization, interval_s=gen.interval_s)
-    return build_datacenter(name, gen.inventory, series, gen.reimages)
+    days = getattr(gen, "reimage_days", None) or gen.days
+    return build_datacenter(name, gen.inventory, series, gen.reimages, reimage_window_s=float(days) * 86400.0)
 
 
 def _scaled(x: np.ndarray, scaling: Scaling, param: float) -> np.ndarray:

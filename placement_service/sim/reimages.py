@@ -11,7 +11,9 @@ Every server keeps its own events (so its reimage rate, and its tenant's rank am
 over month to month, as the paper observed of real tenants), and events that hit many servers at
 once (an environment being repurposed) stay together, so correlated loss keeps its structure; only
 their timing changes from window to window. What this cannot produce is a server or a correlated
-group that the observed window never saw reimaged; ``docs/simulator.md`` says so.
+group that the observed window never saw reimaged; ``docs/simulator.md`` says so. When the trace
+already covers the simulated span (e.g. ``generate_datacenter(..., reimage_days=365)``, whose
+tenant rates drift month to month), it is used as it is.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ def extend_reimages(
         raise SimInputError("the reimage window must be longer than 0 s (one event, or all at one time)")
     rel = np.clip(ts - t0, 0.0, np.nextafter(span, 0.0))
     total_s = days * 86400.0
+    if span >= total_s:  # the trace already covers the whole span: use it as it is
+        raw = ts - t0
+        inside = (raw >= 0.0) & (raw < total_s)
+        order = np.argsort(raw[inside], kind="stable")
+        return ReimageSchedule(raw[inside][order], idx[inside][order])
     n_windows = int(np.ceil(total_s / span))
     times, servers = [], []
     for k in range(n_windows):

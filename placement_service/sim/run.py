@@ -14,7 +14,7 @@ from dataclasses import asdict
 import numpy as np
 
 from placement_service.core.selection import SelectionConfig
-from placement_service.core.types import GridCell, Job
+from placement_service.core.types import GridCell, Job, ReimageEvents
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
 from placement_service.sim.datacenter import Scaling, SimDatacenter, scale_cpu
 from placement_service.sim.durability import DurabilityConfig, simulate_durability
@@ -105,8 +105,13 @@ def _tenant_rates(dc: SimDatacenter) -> dict[str, float]:
 
     if dc.reimages is None or len(dc.reimages.server) == 0:
         return {t: 0.0 for t in dc.series.tenants}
-    span = dc.series.n_slots * dc.series.interval_s
-    return reimage_rates(dc.reimages, dc.inventory, span_s=span)
+    # The history the grid learns from: the first month of reimages (the rest is the future).
+    month_s = 30 * DAY_S
+    span = min(dc.reimage_window_s or dc.series.n_slots * dc.series.interval_s, month_s)
+    ts = np.asarray(dc.reimages.timestamp_s, dtype=np.float64)
+    seen = ts < dc.series.start_s + span
+    past = ReimageEvents(ts[seen], tuple(np.asarray(dc.reimages.server, dtype=object)[seen].tolist()))
+    return reimage_rates(past, dc.inventory, span_s=span)
 
 
 def _grid(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> dict[str, GridCell]:
@@ -117,7 +122,7 @@ def _grid(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> dict[str,
 def year_of_reimages(dc: SimDatacenter, days: float, rng: np.random.Generator) -> ReimageSchedule:
     if dc.reimages is None:
         return ReimageSchedule(np.zeros(0), np.zeros(0, dtype=np.int64))
-    span = dc.series.n_slots * dc.series.interval_s
+    span = dc.reimage_window_s or dc.series.n_slots * dc.series.interval_s
     return extend_reimages(dc.reimages, dc.inventory, days, rng, window_start_s=dc.series.start_s, window_s=span)
 
 

@@ -41,3 +41,12 @@ def test_partial_last_window() -> None:
     assert out.time_s.max() < 45 * DAY_S
     with pytest.raises(Exception, match="longer than 0"):
         extend_reimages(ev, inv, 45.0, np.random.default_rng(1), window_start_s=0.0, window_s=0.0)
+
+
+def test_a_trace_covering_the_span_is_used_as_is() -> None:
+    inv = make_inventory(["a"], 3)
+    ts = np.array([5.0, 100 * DAY_S, 300 * DAY_S, 400 * DAY_S])
+    ev = ReimageEvents(ts, ("s000", "s001", "s002", "s000"))
+    out = extend_reimages(ev, inv, 365.0, np.random.default_rng(0), window_start_s=0.0, window_s=365 * DAY_S)
+    assert out.time_s.tolist() == [5.0, 100 * DAY_S, 300 * DAY_S]
+    assert out.server.tolist() == [0, 1, 2]
