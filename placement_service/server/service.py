@@ -287,7 +287,10 @@ class PlacementService:
             return
         view = build_policy_view(
             self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
-            nodes, self._harvestable, current_window_s=self.cfg.current_window_s, static=self._static,
+            nodes, self._harvestable, static=self._static,
+            # A new table brings each class's latest CPU from the history; reports refine it on the
+            # next compaction tick (``update_current``), keeping the swap itself short.
+            current_window_s=None if doc is not None else self.cfg.current_window_s,
             table=table, pause=_yield_gil if background else (lambda: None),
         )
         self._policy = view  # one reference swap: requests see the old or the new view, never a mix
