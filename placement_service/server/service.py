@@ -285,20 +285,28 @@ class PlacementService:
         if not changed:
             old.update_current(nodes, self.cfg.current_window_s)
             return
-        view = build_policy_view(
-            self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
-            nodes, self._harvestable, static=self._static,
-            # A new table brings each class's latest CPU from the history; reports refine it on the
-            # next compaction tick (``update_current``), keeping the swap itself short.
-            current_window_s=None if doc is not None else self.cfg.current_window_s,
-            table=table, pause=_yield_gil if background else (lambda: None),
-        )
+        # The view is long-lived (~100k objects): build it with the collector off, so that the burst
+        # of allocations cannot trigger a full collection (one uninterruptible pause of tens of ms),
+        # then freeze it out of every later collection. The old view is freed by reference counting
+        # (views hold no reference cycles).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            view = build_policy_view(
+                self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
+                nodes, self._harvestable, static=self._static,
+                # A new table brings each class's latest CPU from the history; reports refine it on
+                # the next compaction tick (``update_current``), keeping the swap itself short.
+                current_window_s=None if doc is not None else self.cfg.current_window_s,
+                table=table, pause=_yield_gil if background else (lambda: None),
+            )
+            gc.freeze()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         self._policy = view  # one reference swap: requests see the old or the new view, never a mix
         self._policy_nodes_version = nodes_version
         self._policy_stale = False
-        # The view is long-lived: keep the garbage collector from walking its ~100k objects on every
-        # collection (the old view is freed by reference counting; views hold no reference cycles).
-        gc.freeze()
 
     # -- harvestable set -------------------------------------------------------------------------
     def set_harvestable(self, nodes: Sequence[str] | None) -> None:
@@ -339,7 +347,13 @@ class PlacementService:
         labels (best effort). Called by the re-clustering worker, never on a request path."""
         from placement_service.core.types import ClassTable
 
-        table = ClassTable.from_json(doc, "re-clustering result")
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # see refresh_policy: no full collection in the middle of a burst of allocations
+        try:
+            table = ClassTable.from_json(doc, "re-clustering result")
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         if version == 0:
             with self._nodes_lock:
                 nodes = dict(self._nodes)  # copy under the lock, compute outside it
