@@ -84,7 +84,12 @@ class PlacementService:
         if doc is None and cfg.classes_file is not None:
             import json
 
-            doc = json.loads(cfg.classes_file.read_text())
+            from placement_service.server.config import ConfigError
+
+            try:
+                doc = json.loads(cfg.classes_file.read_text())
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"classes file {cfg.classes_file}: {exc}") from None
         self._static = load_static_inputs(cfg)
         self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._harvestable,
                                                      static=self._static)

@@ -99,3 +99,26 @@ def test_recluster_round_trip_with_resource_manager_and_restart(tmp_path: Path) 
             assert info2["class_id"] == info["class_id"] and info2["last_seq"] == 10_000
         finally:
             server.stop()
+
+
+def test_classes_file_is_served_until_the_first_reclustering(tmp_path: Path) -> None:
+    import json
+
+    doc = {
+        "classes": [{"id": "constant-0", "pattern": "constant", "avg_cpu": 0.1, "peak_cpu": 0.2,
+                     "current_cpu": 0.1, "servers": 1, "cores": 8.0, "tenants": ["cf-t"]}],
+        "tenants": {"cf-t": {"class": "constant-0", "pattern": "constant"}},
+    }
+    path = tmp_path / "classes.json"
+    path.write_text(json.dumps(doc))
+    server = start_server(tmp_path / "data", "--classes-file", str(path), "--recluster-interval-s", "0")
+    try:
+        _, table = server.call("GET", "/v1/classes")
+        assert [c["id"] for c in table["classes"]] == ["constant-0"] and table["version"] == 0
+        assert server.call("POST", "/v1/reports", {"reports": [report("cf-1", "cf-t", time.time())]})[0] == 202
+        assert server.call("GET", "/v1/nodes/cf-1")[1]["class_id"] == "constant-0"
+        status, job = server.call("POST", "/v1/jobs/select",
+                                  {"name": "j", "last_duration_s": None, "vertices": {"m": {"tasks": 2}}})
+        assert status == 200 and job["classes"] == ["constant-0"] and job["queue"] == "constant-0"
+    finally:
+        server.stop()
