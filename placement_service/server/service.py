@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -296,6 +297,10 @@ class PlacementService:
         # (views hold no reference cycles).
         gc_was_enabled = gc.isenabled()
         gc.disable()
+        switch_s = sys.getswitchinterval()
+        if background:
+            # Hand the interpreter back to request threads five times more often while building.
+            sys.setswitchinterval(min(switch_s, 0.0002))
         try:
             view = build_policy_view(
                 self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
@@ -307,6 +312,7 @@ class PlacementService:
             )
             gc.freeze()
         finally:
+            sys.setswitchinterval(switch_s)
             if gc_was_enabled:
                 gc.enable()
         self._policy = view  # one reference swap: requests see the old or the new view, never a mix
