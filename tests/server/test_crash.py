@@ -4,6 +4,7 @@ is ever visible; replayed seqs stay de-duplicated across the crash."""
 
 from __future__ import annotations
 
+import http.client
 import threading
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ def _ingest_until_killed(server: ServerProc, worker: int, start_i: int, acked: d
         sent[tenant] = reps
         try:
             status, body = server.call("POST", "/v1/reports", {"reports": reps}, timeout_s=10)
-        except OSError:
+        except (OSError, http.client.HTTPException):
             return  # the server died under us: this request is not acknowledged
         if status == 202:
             assert body["stored"] == len(reps)
