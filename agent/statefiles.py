@@ -8,27 +8,12 @@ readers can tell a live agent from a dead one.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable
 
+from placement_service.atomic import atomic_write
 
-def atomic_write(path: str, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` so readers see the old or the new content, never a torn one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data.encode() if isinstance(data, str) else data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+__all__ = ["StateFile", "Throttle", "atomic_write"]
 
 
 class StateFile:

@@ -76,12 +76,12 @@ def _read_json(path: Path) -> Any:
 
 
 def _write(path: Path | None, text: str) -> None:
-    from scheduler_plugin.files import write_atomic
+    from placement_service.atomic import atomic_write_text
 
     if path is None or str(path) == "-":
         sys.stdout.write(text)
     else:
-        write_atomic(path, text)
+        atomic_write_text(path, text)
 
 
 def _cmd_route(args: argparse.Namespace) -> int:
@@ -190,7 +190,7 @@ def _cmd_topology(args: argparse.Namespace) -> int:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from scheduler_plugin.files import write_atomic
+    from placement_service.atomic import atomic_write_text
 
     src = Path(__file__).parent / "scripts"
     dest = Path(args.dest)
@@ -199,7 +199,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         target = dest / name
         lines = (src / name).read_text(encoding="utf-8").splitlines(keepends=True)
         lines[0] = f"#!{args.python} -IS\n"  # -I -S: isolated interpreter, no site import (fast start)
-        write_atomic(target, "".join(lines))
+        atomic_write_text(target, "".join(lines))
         target.chmod(0o755)
         print(target)
     return 0

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError
-from scheduler_plugin.files import write_atomic
+from placement_service.atomic import atomic_write_text
 
 VERSION = 1
 
@@ -110,4 +110,4 @@ class HistoryStore:
                 entry["vertex_tasks"] = old.get("vertex_tasks", {})
             doc["jobs"][name] = entry
             doc["version"] = VERSION
-            write_atomic(self.path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            atomic_write_text(self.path, json.dumps(doc, indent=1, sort_keys=True) + "\n")

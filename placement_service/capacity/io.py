@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -20,6 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from placement_service.atomic import atomic_path
 from placement_service.capacity import CapacityError
 from placement_service.capacity.domain import Method, Region, Request, Settings
 
@@ -247,16 +246,8 @@ def read_assignment(path: str | Path, region: Region | None = None) -> dict[str,
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
     """Call ``write(tmp_path)`` then rename onto ``path`` (same directory, so the rename is atomic)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent, suffix=p.suffix)
-    os.close(fd)
-    try:
+    with atomic_path(path, suffix=Path(path).suffix) as tmp:
         write(tmp)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_json(path: str | Path, doc: Any) -> None:

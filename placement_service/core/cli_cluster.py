@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placement_service import HarvestError
+from placement_service.atomic import atomic_write_json
 
 if TYPE_CHECKING:
     from placement_service.core.clustering import UtilizationClustering
@@ -167,21 +166,11 @@ def _tenant_sizes(inventory: Inventory, tenants: tuple[str, ...]) -> tuple[dict[
 
 
 def _write_json_atomically(path: Path, doc: Mapping[str, object]) -> None:
-    """Write to a temporary file in the target directory, fsync, then rename over ``path``."""
+    """Write ``doc`` atomically (``placement_service.atomic``) into an existing directory."""
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise ClusterInputError(f"--out: directory {str(directory)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_json(path, doc)
 
 
 def _summary(

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError
+from placement_service.atomic import atomic_open
 
 
 class DecideInputError(HarvestError):
@@ -188,34 +187,26 @@ def _place(args: argparse.Namespace) -> int:
     index = inventory.index()
     grid = table.grid or {}
     first_failure = ""
-    out_dir = args.out.parent if str(args.out.parent) else Path(".")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{args.out.name}.", suffix=".tmp", dir=out_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for block in range(args.blocks):
-                writer = placer.random_usable(writers)
-                line: dict[str, Any] = {"block": block, "writer": writer}
-                try:
-                    res = placer.place(writer, args.replicas)
-                except PlacementError as exc:
-                    failed += 1
-                    first_failure = first_failure or f"block {block}: {exc}"
-                    line.update(replicas=[], relaxed=False, error=str(exc))
-                else:
-                    placed += 1
-                    relaxed += res.relaxed
-                    line.update(replicas=list(res.targets), relaxed=res.relaxed)
-                    rows_cols = _diversity(res.targets, inventory, index, grid)
-                    distinct_env += rows_cols[0]
-                    distinct_cells += rows_cols[1]
-                    if res.reason:
-                        line["reason"] = res.reason
-                f.write(json.dumps(line) + "\n")
-        os.replace(tmp, args.out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(args.out, "w") as f:
+        for block in range(args.blocks):
+            writer = placer.random_usable(writers)
+            line: dict[str, Any] = {"block": block, "writer": writer}
+            try:
+                res = placer.place(writer, args.replicas)
+            except PlacementError as exc:
+                failed += 1
+                first_failure = first_failure or f"block {block}: {exc}"
+                line.update(replicas=[], relaxed=False, error=str(exc))
+            else:
+                placed += 1
+                relaxed += res.relaxed
+                line.update(replicas=list(res.targets), relaxed=res.relaxed)
+                rows_cols = _diversity(res.targets, inventory, index, grid)
+                distinct_env += rows_cols[0]
+                distinct_cells += rows_cols[1]
+                if res.reason:
+                    line["reason"] = res.reason
+            f.write(json.dumps(line) + "\n")
     summary = {
         "policy": "stock" if args.stock else ("grid-strict" if args.strict else "grid"),
         "blocks": args.blocks,

@@ -13,13 +13,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from placement_service.atomic import atomic_path
 
 Record = Mapping[str, Any]
 
@@ -34,16 +34,11 @@ def _plt() -> Any:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-        os.replace(tmp, path)
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight")
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    _plt().close(fig)
+        _plt().close(fig)
     return path
 
 

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from placement_service.atomic import atomic_write_text
 from placement_service.sim.figures import figures_for, improvement_figure, improvement_rows
-from placement_service.sim.results import atomic_write_text, read_results
+from placement_service.sim.results import read_results
 
 MID_LEVELS = (0.3, 0.5)
 

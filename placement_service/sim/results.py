@@ -13,11 +13,11 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from placement_service.atomic import atomic_write_text
 
 Record = dict[str, Any]
 
@@ -31,21 +31,6 @@ METRICS = (
     "failed_access_pct",
 )
 GROUP_KEYS = ("datacenter", "system", "scaling", "level", "replicas")
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def summarize(records: Iterable[Mapping[str, Any]]) -> list[Record]:
