@@ -191,6 +191,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         n_missing = np.rint(scan.profile.missing_frac * series.n_slots)
         for lo, hi, block, _mean, _missing in filled_chunks(series.cpu, self.chunk_rows, n_missing):
             class_cpu += weights[:, lo:hi] @ block
+        # float32 weighted sums of fractions can land a hair outside [0, 1] (1.0000001 for a
+        # saturated class); the tags are fractions of the servers' cores, so clip them here once.
+        np.clip(class_cpu, 0.0, 1.0, out=class_cpu)
         # 4. Tag each class (avg, peak = max(percentile, avg), current = last slot), order, name.
         class_avg = class_cpu.mean(axis=1, dtype=np.float64)
         class_peak = np.maximum(row_percentile(class_cpu, self.peak_percentile), class_avg)

@@ -354,3 +354,15 @@ def test_peak_is_never_below_the_average() -> None:
     for t in series.tenants:
         assert model.tenant_peak_cpu_[t] >= model.tenant_avg_cpu_[t] > 0.1
     assert all(c.peak_cpu >= c.avg_cpu for c in model.classes_)
+
+
+def test_saturated_class_tags_stay_within_unit_interval():
+    # Tenants pinned at 100% CPU with these server counts make the float32 weighted class series sum to
+    # 1.0000001 (found by search); the tags are fractions of the cores and must stay within [0, 1].
+    servers = [75, 256, 449, 464, 134, 33, 247, 420, 312, 34, 325, 172, 113, 215, 436, 483, 71, 281, 380, 130, 137, 121, 105]
+    tenants = tuple(f"t{i}" for i in range(len(servers)))
+    series = TenantSeries(tenants, 0.0, 120.0, np.ones((len(servers), 720)))
+    model = UtilizationClustering(random_state=0).fit(series, servers_per_tenant=dict(zip(tenants, servers, strict=True)))
+    for cls in model.classes_:
+        assert 0.0 <= cls.avg_cpu <= cls.peak_cpu <= 1.0
+        assert 0.0 <= cls.current_cpu <= 1.0
