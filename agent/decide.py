@@ -180,7 +180,7 @@ def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideSta
             else:
                 reasons.append("primary alone eats into the reserve: nothing left to kill")
     elif dying:
-        reasons.append(f"{len(dying)} container(s) still exiting after a kill")
+        reasons.append(f"{len(dying)} container(s) killed recently (exiting, or still listed by YARN)")
 
     # 4. Target harvestable (whole vcores, whole MB) and the damped advertised value.
     target_cores = max(int(math.floor(policy.capacity_cores - view.primary_cpu_cores - policy.reserve_cores

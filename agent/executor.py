@@ -237,10 +237,18 @@ class YarnSync:
 
 class Executor:
     def __init__(self, state_dir: str, metrics: Metrics, *, kill_grace_s: float = 2.0, heartbeat_s: float = 30.0,
-                 yarn: YarnSync | None = None) -> None:
+                 yarn: YarnSync | None = None, kill_memory_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         os.makedirs(state_dir, exist_ok=True)
         self.metrics = metrics
         self.killer = ProcessKiller(kill_grace_s, metrics)
+        # The NodeManager keeps listing a killed container until its next heartbeat (a container killed
+        # through YARN, with no local process, until the RM acts: a JVM start plus a heartbeat). So every
+        # container we kill, locally or through YARN, counts as dying for ``kill_memory_s``: the next
+        # rounds count it as freed, and neither kill it again nor kill another one in its place.
+        self.kill_memory_s = kill_memory_s
+        self._clock = clock
+        self._killed: dict[str, float] = {}  # container id -> time until which it counts as dying
         self.yarn = yarn
         self.busy_file = StateFile(os.path.join(state_dir, "datanode-busy"), heartbeat_s)
         self.label_file = StateFile(os.path.join(state_dir, "node-label"), heartbeat_s)
@@ -248,7 +256,9 @@ class Executor:
         self.kill_log: list[dict[str, object]] = []  # recent kills with reasons, for /explain
 
     def dying(self) -> frozenset[str]:
-        return self.killer.dying()
+        now = self._clock()
+        self._killed = {cid: until for cid, until in self._killed.items() if until > now}
+        return self.killer.dying() | frozenset(self._killed)
 
     def set_label(self, label: str) -> None:
         if label:
@@ -259,8 +269,9 @@ class Executor:
         signalled, gone, remote = [], [], []
         for kill in decision.kills:
             if not kill.processes:
-                if self.yarn is not None:
+                if self.yarn is not None and kill.container_id not in self._killed:
                     self.yarn.remote_kill(kill.container_id)
+                    self._killed[kill.container_id] = self._clock() + self.kill_memory_s
                     remote.append(kill.container_id)
                 continue
             try:
@@ -273,6 +284,7 @@ class Executor:
                 logger.warning("killing %s failed: %s", kill.container_id, exc)
                 continue
             if kill.container_id in signalled:
+                self._killed[kill.container_id] = self._clock() + self.kill_memory_s
                 self.metrics.inc("kills_total")
             self.kill_log.append({"container": kill.container_id, "at": decision.timestamp,
                                   "reason": kill.reason, "exited_by_itself": kill.container_id in gone})

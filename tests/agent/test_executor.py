@@ -78,7 +78,9 @@ def test_sigkill_after_grace_when_sigterm_is_ignored(node, tmp_path):
     assert executor.apply(decision_with(())).escalated == ("container_1_0001_01_000009",)
     assert wait_until(lambda: not alive(child.pid), 10)
     executor.apply(decision_with(()))
-    assert executor.dying() == frozenset()
+    assert executor.killer.dying() == frozenset()  # its processes are gone: nothing left to signal
+    # ...but the kill is remembered (the NM may still list the container), see kill_memory_s
+    assert executor.dying() == {"container_1_0001_01_000009"}
     assert executor.metrics.get("kill_signals_total", signal="SIGKILL") == 1
 
 
@@ -150,3 +152,54 @@ def test_child_forked_after_the_sample_dies_with_its_container(node, tmp_path):
     grandchild = int(pid_file.read_text())
     Executor(str(tmp_path / "state"), Metrics(), kill_grace_s=5).apply(decision_with((kill,)))
     assert wait_until(lambda: not alive(grandchild) and not alive(parent.pid), 10)
+
+
+class _RecordingYarn:
+    """Stands in for ``YarnSync`` (the YARN adapter; its HTTP side is tested in test_yarn.py)."""
+
+    def __init__(self) -> None:
+        self.remote_kills: list[str] = []
+
+    def remote_kill(self, container_id: str) -> None:
+        self.remote_kills.append(container_id)
+
+    def want(self, memory_mb: int, cores: int) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def test_remote_kill_is_sent_once_and_counts_as_dying_for_the_kill_memory(tmp_path):
+    # A container YARN launched but with no local process yet can only be killed through the RM; the NM
+    # keeps listing it until the RM acts, so later rounds must not ask again (no kill loop).
+    now = [1000.0]
+    yarn = _RecordingYarn()
+    executor = Executor(str(tmp_path), Metrics(), yarn=yarn, kill_memory_s=30.0,  # type: ignore[arg-type]
+                        clock=lambda: now[0])
+    cid = "container_1_0001_01_000004"
+    remote = Kill(cid, (), (), 1.0, 128.0, "test")
+    assert executor.apply(decision_with((remote,))).remote == (cid,)
+    assert cid in executor.dying()
+    now[0] += 10.0
+    assert executor.apply(decision_with((remote,))).remote == ()
+    assert yarn.remote_kills == [cid]
+    now[0] += 25.0  # past the grace period: the RM never acted, so it may be asked again
+    assert cid not in executor.dying()
+    assert executor.apply(decision_with((remote,))).remote == (cid,)
+    assert yarn.remote_kills == [cid, cid]
+
+
+def test_locally_killed_container_stays_dying_after_its_processes_are_gone(node, tmp_path):
+    # The NM lists a killed container until its next heartbeat; the agent must not count it as live
+    # again (and kill it a second time through YARN) once its processes have exited.
+    now = [0.0]
+    executor = Executor(str(tmp_path), Metrics(), kill_grace_s=5, kill_memory_s=30.0, clock=lambda: now[0])
+    container = node.container("container_1_0001_01_000007", memory_mb=10)
+    cid = "container_1_0001_01_000007"
+    assert executor.apply(decision_with((kill_for(container.pid, cid),))).signalled == (cid,)
+    assert wait_until(lambda: not alive(container.pid), 10)
+    executor.apply(decision_with(()))  # the killer notices the processes are gone
+    assert cid in executor.dying()
+    now[0] += 31.0
+    assert cid not in executor.dying()
