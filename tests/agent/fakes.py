@@ -22,6 +22,9 @@ from typing import Any
 SIGNALS = ("OUTPUT_THREAD_DUMP", "GRACEFUL_SHUTDOWN", "FORCEFUL_SHUTDOWN")
 
 
+
+YARN_NODE_ID = "worker-1.example:8041"  # the NodeManager's node id in the YARN-mode tests
+
 class _Server:
     def __init__(self) -> None:
         owner = self

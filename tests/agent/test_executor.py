@@ -9,26 +9,16 @@ import sys
 import time
 
 import psutil
-import pytest
 
 from agent.attribute import attribute
 from agent.decide import DecideState, Decision, Kill, Policy, decide
 from agent.executor import Executor
 from agent.metrics import Metrics
 from agent.sampler import PsutilSampler
-from tests.agent.procs import Node, wait_until
+from tests.agent.procs import wait_until
 
 IGNORE_TERM = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n" \
               "time.sleep(3600)\n"
-
-
-@pytest.fixture
-def node():
-    n = Node()
-    try:
-        yield n
-    finally:
-        n.cleanup()
 
 
 def alive(pid: int) -> bool:

@@ -18,15 +18,6 @@ CIDS = [f"container_1700000000000_0001_01_00000{i}" for i in range(1, 5)]
 
 
 @pytest.fixture
-def node():
-    n = Node()
-    try:
-        yield n
-    finally:
-        n.cleanup()
-
-
-@pytest.fixture
 def agents():
     started: list[AgentProcess] = []
     yield started

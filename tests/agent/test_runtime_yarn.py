@@ -7,39 +7,15 @@ import os
 import time
 
 import psutil
-import pytest
 
 from agent.config import load_config
 from agent.runtime import Agent
 from tests.agent.agent_proc import AgentProcess
-from tests.agent.fakes import FakeNodeManager, FakeResourceManager, fake_yarn_cli, read_calls
+from tests.agent.fakes import YARN_NODE_ID, FakeResourceManager, fake_yarn_cli, read_calls
 from tests.agent.procs import Node, wait_until
 
-NODE_ID = "worker-1.example:8041"
+NODE_ID = YARN_NODE_ID
 CIDS = [f"container_1700000000000_0002_01_00000{i}" for i in range(1, 5)]
-
-
-@pytest.fixture
-def node():
-    n = Node()
-    try:
-        yield n
-    finally:
-        n.cleanup()
-
-
-@pytest.fixture
-def rm():
-    server = FakeResourceManager()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def nm():
-    server = FakeNodeManager(NODE_ID)
-    yield server
-    server.close()
 
 
 def make_agent(node, tmp_path, rm_url, nm_url, **extra) -> Agent:

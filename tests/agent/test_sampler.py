@@ -7,18 +7,9 @@ import os
 import pytest
 
 from agent.sampler import PsutilSampler, _container_from_cgroups
-from tests.agent.procs import Node, wait_until
+from tests.agent.procs import wait_until
 
 DATANODE = "org.apache.hadoop.hdfs.server.datanode.DataNode"
-
-
-@pytest.fixture
-def node():
-    n = Node()
-    try:
-        yield n
-    finally:
-        n.cleanup()
 
 
 def test_secondary_processes_are_those_with_container_id(node):

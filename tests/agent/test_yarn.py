@@ -11,24 +11,10 @@ from agent.executor import YarnSync
 from agent.metrics import Metrics
 from agent.statefiles import Throttle
 from agent.yarn import YarnClient, YarnError, dynamic_resources_xml, parse_dynamic_resources
-from tests.agent.fakes import FakeNodeManager, FakeResourceManager, fake_yarn_cli, read_calls
+from tests.agent.fakes import YARN_NODE_ID, fake_yarn_cli, read_calls
 from tests.agent.procs import wait_until
 
-NODE = "worker-1.example:8041"
-
-
-@pytest.fixture
-def rm():
-    server = FakeResourceManager()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def nm():
-    server = FakeNodeManager(NODE)
-    yield server
-    server.close()
+NODE = YARN_NODE_ID
 
 
 @pytest.fixture
