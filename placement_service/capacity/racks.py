@@ -26,10 +26,10 @@ from collections.abc import Mapping
 
 import highspy
 import numpy as np
-import scipy.sparse as sp
 
 from placement_service.capacity.aggregate import Aggregate
 from placement_service.capacity.domain import Region, Request, Settings
+from placement_service.capacity.rows import ConstraintRows
 
 logger = logging.getLogger(__name__)
 
@@ -110,17 +110,8 @@ def improve(
     upper[z0:e0] = cell_size[vc]
     upper[di0:du0] = vpi
     upper[du0:] = vp - vpi
-    rows, cols, vals, rlo, rup = [], [], [], [], []
-    n_rows = 0
-
-    def add(r_: np.ndarray, c_: np.ndarray, a_: np.ndarray, lo: np.ndarray, up: np.ndarray) -> None:
-        nonlocal n_rows
-        rows.append(r_ + n_rows)
-        cols.append(c_)
-        vals.append(a_)
-        rlo.append(lo)
-        rup.append(up)
-        n_rows += len(lo)
+    constraints = ConstraintRows()
+    add = constraints.add
 
     iv = np.arange(n_vars)
     # ---- constraints
@@ -146,7 +137,8 @@ def improve(
     cost[di0:du0] = settings.move_cost_idle
     cost[du0:] = settings.move_cost_in_use
     # ---- solve
-    matrix = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, n_cols))
+    matrix = constraints.matrix(n_cols)
+    n_rows = constraints.n_rows
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", 10.0)
@@ -155,7 +147,7 @@ def improve(
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n_cols, n_rows
     lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, lower, upper
-    lp.row_lower_, lp.row_upper_ = np.concatenate(rlo), np.concatenate(rup)
+    lp.row_lower_, lp.row_upper_ = constraints.bounds()
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
     lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n_cols, n_rows

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 from placement_service.capacity.aggregate import Aggregate
 from placement_service.capacity.domain import Request, Settings
+from placement_service.capacity.rows import ConstraintRows
 
 logger = logging.getLogger(__name__)
 
@@ -125,21 +126,8 @@ def build(agg: Aggregate, requests: tuple[Request, ...], settings: Settings) -> 
     upper[di0 : di0 + len(d_pairs)] = agg.pair_prev_idle[d_pairs]
     upper[du0 : du0 + len(d_pairs)] = agg.pair_prev[d_pairs] - agg.pair_prev_idle[d_pairs]
 
-    rows: list[np.ndarray] = []
-    cols: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    rlo: list[np.ndarray] = []
-    rup: list[np.ndarray] = []
-    n_rows = 0
-
-    def add(r: np.ndarray, c: np.ndarray, a: np.ndarray, lo: np.ndarray, up: np.ndarray) -> None:
-        nonlocal n_rows
-        rows.append(r + n_rows)
-        cols.append(c)
-        vals.append(a)
-        rlo.append(lo)
-        rup.append(up)
-        n_rows += len(lo)
+    constraints = ConstraintRows()
+    add = constraints.add
 
     pidx = np.arange(P)
     res_p = pidx[is_res]
@@ -242,9 +230,8 @@ def build(agg: Aggregate, requests: tuple[Request, ...], settings: Settings) -> 
     if S:
         cost[e0 : e0 + S] = settings.msb_spread_cost / mean[msb_group_res[spread_groups]]
 
-    matrix = sp.csc_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, n_cols)
-    )
+    matrix = constraints.matrix(n_cols)
+    row_lower, row_upper = constraints.bounds()
     index = ModelIndex(
         n_cols=n_cols, y0=y0, b0=b0, s0=s0, d_pairs=d_pairs, di0=di0, du0=du0,
         msb_group=msb_group, msb_group_res=msb_group_res, aff_pairs_group=aff_pairs_group,
@@ -253,7 +240,7 @@ def build(agg: Aggregate, requests: tuple[Request, ...], settings: Settings) -> 
     )  # fmt: skip
     return RasModel(
         agg=agg, index=index, cost=cost, col_lower=lower, col_upper=upper, matrix=matrix,
-        row_lower=np.concatenate(rlo), row_upper=np.concatenate(rup), theta=theta,
+        row_lower=row_lower, row_upper=row_upper, theta=theta,
     )  # fmt: skip
 
 
