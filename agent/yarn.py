@@ -102,20 +102,25 @@ class YarnClient:
             raise YarnError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()[-300:]}")
 
     # -- ResourceManager -----------------------------------------------------------------------
+    def _post_rest(self, url: str, body: object, what: str) -> bool:
+        """POST ``url``; True when the RM took it, False when it has no such REST call (404, Hadoop 3.2)."""
+        answer = self._write(url, body)
+        if answer.status == 404:
+            logger.info("ResourceManager has no %s REST call (404); using the yarn command", what)
+            return False
+        if answer.status >= 400:
+            raise YarnError(f"POST {url} answered HTTP {answer.status}: {answer.body[:200]!r}")
+        return True
+
     def update_node_resource(self, node_id: str, memory_mb: int, vcores: int, overcommit_timeout_ms: int) -> str:
         """Set what the RM may hand out on the node; returns "rest" or "cli" (the path used)."""
         if self.resource_rest:
             url = f"{self.rm_url}/ws/v1/cluster/nodes/{urllib.parse.quote(node_id, safe='')}/resource"
             body = {"resource": {"memory": int(memory_mb), "vCores": int(vcores)},
                     "overCommitTimeout": int(overcommit_timeout_ms)}
-            answer = self._write(url, body)
-            if answer.status == 404:
-                logger.info("ResourceManager has no node-resource REST call (404); using yarn rmadmin")
-                self.resource_rest = False
-            elif answer.status >= 400:
-                raise YarnError(f"POST {url} answered HTTP {answer.status}: {answer.body[:200]!r}")
-            else:
+            if self._post_rest(url, body, "node-resource"):
                 return "rest"
+            self.resource_rest = False
         self._run([self.yarn_bin, "rmadmin", "-updateNodeResource", node_id, str(int(memory_mb)),
                    str(int(vcores)), str(int(overcommit_timeout_ms))])
         return "cli"
@@ -123,14 +128,9 @@ class YarnClient:
     def signal_container(self, container_id: str, command: str = "FORCEFUL_SHUTDOWN") -> str:
         if self.signal_rest:
             url = f"{self.rm_url}/ws/v1/cluster/containers/{container_id}/signal/{command}"
-            answer = self._write(url, None)
-            if answer.status == 404:
-                logger.info("ResourceManager has no container-signal REST call (404); using yarn container")
-                self.signal_rest = False
-            elif answer.status >= 400:
-                raise YarnError(f"POST {url} answered HTTP {answer.status}")
-            else:
+            if self._post_rest(url, None, "container-signal"):
                 return "rest"
+            self.signal_rest = False
         self._run([self.yarn_bin, "container", "-signal", container_id, command])
         return "cli"
 
