@@ -68,7 +68,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--levels", type=_floats, default=[0.2, 0.3, 0.4, 0.5, 0.6], help="utilization levels")
     p.add_argument("--scaling", choices=["linear", "root"], default="linear")
     p.add_argument("--days", type=float, default=30.0, help="simulated days after the history (default 30)")
-    p.add_argument("--systems", default="YARN-PT,YARN-H", help="comma list of YARN-Stock, YARN-PT, YARN-H")
+    p.add_argument("--systems", default="YARN-PT,YARN-H,YARN-H-forecast",
+                   help="comma list of YARN-Stock, YARN-PT, YARN-PT-spread, YARN-H, YARN-PT-forecast, "
+                        "YARN-H-forecast (default: YARN-PT,YARN-H,YARN-H-forecast)")
     p.add_argument("--step-s", type=float, default=60.0, help="time step (s)")
     p.add_argument("--reserve-frac", type=float, default=1 / 3, help="cores kept for the primary (default 1/3)")
     p.add_argument("--offered-core-frac", type=float, default=0.05, help="batch load as a fraction of all cores")
@@ -79,6 +81,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pt-server-choice", choices=["fill", "proportional"], default="fill")
     p.add_argument("--reselect-after-s", type=float, default=1800.0,
                    help="YARN-H job starved this long asks class selection again (0: never, as the paper)")
+    p.add_argument("--forecast-horizon-s", type=float, default=3600.0,
+                   help="*-forecast systems: how far ahead the headroom forecast looks (default 3600 s)")
+    p.add_argument("--forecast-quantile", type=float, default=0.9,
+                   help="*-forecast systems: quantile of the history's forward peaks per hour of day (default 0.9)")
+    p.add_argument("--no-forecast-spill", action="store_true",
+                   help="*-forecast systems: never use cores the forecast says the primary will take back "
+                        "(default: use them last)")
     p.set_defaults(func=_schedule)
 
     p = sub.add_parser("durability", help="HDFS-Stock vs HDFS-H: blocks lost in a year of reimages")
@@ -161,11 +170,19 @@ def _schedule(args: argparse.Namespace) -> int:
 
     _check_runs(args)
     try:
-        systems = [YarnSystem(s.strip()) for s in args.systems.split(",") if s.strip()]
+        names = [s.strip() for s in args.systems.split(",") if s.strip()]
+        unknown = [s for s in names if s not in {y.value for y in YarnSystem}]
+        if unknown or not names:
+            raise ValueError(
+                f"--systems: unknown system(s) {', '.join(unknown) or '(none given)'}; "
+                f"expected a comma list of {', '.join(y.value for y in YarnSystem)}"
+            )
+        systems = [YarnSystem(s) for s in names]
         config = ScheduleConfig(
             days=args.days, history_days=args.history_days, step_s=args.step_s, reserve_frac=args.reserve_frac,
             pt_server_choice=ServerChoice(args.pt_server_choice), h_max_wait_s=args.max_wait_s,
-            h_reselect_after_s=args.reselect_after_s,
+            h_reselect_after_s=args.reselect_after_s, forecast_horizon_s=args.forecast_horizon_s,
+            forecast_quantile=args.forecast_quantile, forecast_spill=not args.no_forecast_spill,
             workload=WorkloadConfig(
                 mean_interarrival_s=args.interarrival_s, length_scale=args.length_scale,
                 offered_core_frac=args.offered_core_frac,

@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from placement_service.core.forecast import fit_headroom_forecast
 from placement_service.core.selection import SelectionConfig
 from placement_service.core.types import GridCell, Job, ReimageEvents
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
@@ -23,12 +24,19 @@ from placement_service.sim.policy import (
     HdfsSystem,
     Placer,
     fit_classes,
+    history_series,
     make_placer,
     placement_grid,
 )
 from placement_service.sim.reimages import ReimageSchedule, extend_reimages
 from placement_service.sim.results import Record
-from placement_service.sim.schedule import ScheduleConfig, YarnSystem, simulate_schedule
+from placement_service.sim.schedule import (
+    CLASS_SYSTEMS,
+    FORECAST_SYSTEMS,
+    ScheduleConfig,
+    YarnSystem,
+    simulate_schedule,
+)
 from placement_service.sim.streams import Streams
 from placement_service.sim.workload import build_workload, poisson_arrivals
 
@@ -66,8 +74,17 @@ def run_schedule(
     records: list[Record] = []
     scaled = {lv: scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling) for lv in levels}
     tables = {}
-    if YarnSystem.H in systems:
+    if CLASS_SYSTEMS.intersection(systems):
         tables = {lv: fit_classes(dc, scaled[lv][0], hist, seed=seed)[0] for lv in levels}
+    forecasts = {}
+    if FORECAST_SYSTEMS.intersection(systems):
+        forecasts = {
+            lv: fit_headroom_forecast(
+                history_series(dc, scaled[lv][0], hist),
+                horizon_s=config.forecast_horizon_s, quantile=config.forecast_quantile,
+            )
+            for lv in levels
+        }
     for run in range(runs):
         streams = Streams(seed, run)
         workload = build_workload(jobs, config.workload, streams.get("task-lengths"), total_cores=total_cores)
@@ -78,13 +95,14 @@ def run_schedule(
         for lv in levels:
             cpu, param = scaled[lv]
             for system in systems:
-                router = ClassRouter(tables[lv], dc, sel_config) if system is YarnSystem.H else None
+                router = ClassRouter(tables[lv], dc, sel_config) if system in CLASS_SYSTEMS else None
                 res = simulate_schedule(
                     dc, cpu, workload, arrivals, system, config,
                     place_rng=streams.fresh("placement"),
                     task_rng=streams.fresh("task-noise"),
                     router=router,
                     select_rng=streams.fresh("class-selection"),
+                    forecast=forecasts.get(lv),
                 )
                 rec: Record = {
                     "experiment": "schedule", "datacenter": dc.name, "system": system.value,

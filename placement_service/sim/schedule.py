@@ -48,6 +48,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from placement_service.core.forecast import HeadroomForecast
 from placement_service.sim.datacenter import SimDatacenter
 from placement_service.sim.policy import ClassRouter
 from placement_service.sim.workload import Arrivals, Workload, WorkloadConfig
@@ -62,6 +63,12 @@ class YarnSystem(StrEnum):
     PT = "YARN-PT"
     PT_SPREAD = "YARN-PT-spread"  # ablation: YARN-PT with YARN-H's server choice, no class selection
     H = "YARN-H"
+    PT_FORECAST = "YARN-PT-forecast"  # ablation: the headroom forecast without class selection
+    H_FORECAST = "YARN-H-forecast"  # ours: class selection as a preference + the headroom forecast
+
+
+FORECAST_SYSTEMS = frozenset({YarnSystem.PT_FORECAST, YarnSystem.H_FORECAST})
+CLASS_SYSTEMS = frozenset({YarnSystem.H, YarnSystem.H_FORECAST})
 
 
 class ServerChoice(StrEnum):
@@ -79,6 +86,9 @@ class ScheduleConfig:
     pt_server_choice: ServerChoice = ServerChoice.FILL
     h_max_wait_s: float = 1800.0
     h_reselect_after_s: float = 1800.0
+    forecast_horizon_s: float = 3600.0
+    forecast_quantile: float = 0.9
+    forecast_spill: bool = True
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
 
     def __post_init__(self) -> None:
@@ -86,6 +96,8 @@ class ScheduleConfig:
             raise ValueError("days and step_s must be > 0; history_days and drain_days >= 0")
         if not 0.0 <= self.reserve_frac < 1.0:
             raise ValueError(f"reserve_frac must be in [0, 1), got {self.reserve_frac}")
+        if not self.forecast_horizon_s > 0 or not 0.0 < self.forecast_quantile <= 1.0:
+            raise ValueError("forecast_horizon_s must be > 0 and forecast_quantile in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -137,6 +149,42 @@ def _choose_proportional(free: np.ndarray, servers: np.ndarray, n: int, rng: np.
     return slots[rng.choice(slots.shape[0], n, replace=False)]
 
 
+def _choose_forecast(
+    free: np.ndarray,
+    safe: np.ndarray,
+    prefer: np.ndarray | None,
+    n: int,
+    spill: bool,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Up to ``n`` cores for one job, *safe* cores first (free beyond the forecast growth).
+
+    Pools in order, each drawn proportionally to its cores: safe cores on the ``prefer`` servers
+    (the job's classes), safe cores anywhere, then (``spill``) any free core. ``free`` and ``safe``
+    are updated in place.
+    """
+    pools: list[tuple[bool, np.ndarray | None]] = []
+    if prefer is not None:
+        pools.append((True, prefer))
+    pools.append((True, None))
+    if spill:
+        pools.append((False, None))
+    got: list[np.ndarray] = []
+    for use_safe, pool in pools:
+        weights = safe if use_safe else free
+        cand = np.flatnonzero(weights > 0) if pool is None else pool[weights[pool] > 0]
+        if n <= 0 or cand.size == 0:
+            continue
+        c = _choose_proportional(weights, cand, n, rng)
+        np.subtract.at(free, c, 1)
+        if use_safe:
+            np.subtract.at(safe, c, 1)
+        np.minimum(safe, free, out=safe)
+        got.append(c)
+        n -= c.shape[0]
+    return np.concatenate(got) if got else np.zeros(0, dtype=np.int64)
+
+
 class _Containers:
     """Running containers as parallel arrays (server, vertex, start, end, launch sequence)."""
 
@@ -174,13 +222,19 @@ def simulate_schedule(
     task_rng: np.random.Generator,
     router: ClassRouter | None = None,
     select_rng: np.random.Generator | None = None,
+    forecast: HeadroomForecast | None = None,
 ) -> ScheduleResult:
     """Run one system over the trace window that follows the history window (see module docstring).
 
     ``cpu`` is the (scaled) tenant series [n_tenants, n_slots]; the simulation starts at slot
     ``history_days / interval`` and wraps around the end of the trace if it runs past it.
     """
-    if system is YarnSystem.H and (router is None or select_rng is None):
+    uses_h = system in CLASS_SYSTEMS
+    uses_forecast = system in FORECAST_SYSTEMS
+    if uses_forecast and (forecast is None or len(forecast.tenants) != dc.n_tenants):
+        raise ValueError(f"{system.value} needs a HeadroomForecast over the datacenter's {dc.n_tenants} tenants")
+    growth = np.zeros(dc.n_servers, dtype=np.int64)
+    if uses_h and (router is None or select_rng is None):
         raise ValueError("YARN-H needs a ClassRouter and a select_rng")
     wall0 = time.perf_counter()
     interval_s = dc.series.interval_s
@@ -252,6 +306,9 @@ def simulate_schedule(
             frac = cpu[tenant, s].astype(np.float64)
             cpu_now = float((frac * cores).sum())
             primary = np.ceil(frac * cores - 1e-6).astype(np.int64)
+            if uses_forecast:
+                assert forecast is not None
+                growth = forecast.growth_cores(tenant, cores, primary, dc.series.start_s + s * interval_s)
             if system is YarnSystem.STOCK:
                 cap = cores - reserve
             else:
@@ -295,7 +352,7 @@ def simulate_schedule(
                     oldest += 1
         # 3. arrivals.
         while next_job < n_jobs and arrivals.time_s[next_job] <= t:
-            if system is YarnSystem.H:
+            if uses_h:
                 waiting.append(next_job)
             else:
                 j_active[next_job] = True
@@ -304,7 +361,7 @@ def simulate_schedule(
         free = np.maximum(0, cap - used)
         # 4. launch.
         router_fresh = False  # YARN-H: class use is pushed to the selector only before a decision
-        if system is YarnSystem.H:
+        if uses_h:
             assert router is not None and select_rng is not None
             if waiting:
                 router.update(primary, used)
@@ -317,7 +374,7 @@ def simulate_schedule(
                     j_classes[j] = classes
                     j_active[j] = True
                     j_progress[j] = t
-                elif t - float(arrivals.time_s[j]) >= config.h_max_wait_s:
+                elif t - float(arrivals.time_s[j]) >= config.h_max_wait_s or uses_forecast:
                     j_classes[j] = router.all_classes
                     j_active[j] = True
                     j_progress[j] = t
@@ -330,7 +387,26 @@ def simulate_schedule(
         ready = (v_parents[window] == 0) & (v_pending[window] > 0) & j_active[v_job[window]]
         rv = np.flatnonzero(ready) + lo_v
         if rv.size and free.any():
-            if system is YarnSystem.H:
+            if uses_forecast:
+                safe = np.maximum(0, free - growth)
+                if uses_h:
+                    assert router is not None
+                    jobs_ready = v_job[rv]
+                    groups = np.split(rv, np.flatnonzero(np.diff(jobs_ready)) + 1)
+                else:
+                    groups = [rv]
+                for grp in groups:
+                    prefer = None
+                    if uses_h:
+                        job_classes = j_classes[int(v_job[grp[0]])]
+                        assert job_classes is not None and router is not None
+                        prefer = router.servers_of(job_classes)
+                    want = int(v_pending[grp].sum())
+                    chosen = _choose_forecast(free, safe, prefer, want, config.forecast_spill, place_rng)
+                    _launch(run, chosen, grp, v_pending, v_len, t, task_rng, task_sigma)
+                    if not free.any():
+                        break
+            elif uses_h:
                 assert router is not None and select_rng is not None
                 jobs_ready = v_job[rv]
                 bounds = np.flatnonzero(np.diff(jobs_ready)) + 1
@@ -363,7 +439,7 @@ def simulate_schedule(
             else:
                 servers = np.flatnonzero(free > 0)
                 want = int(min(v_pending[rv].sum(), free.sum()))
-                spread = system is YarnSystem.PT_SPREAD or config.pt_server_choice is ServerChoice.PROPORTIONAL
+                spread = system in (YarnSystem.PT_SPREAD, YarnSystem.PT_FORECAST) or config.pt_server_choice is ServerChoice.PROPORTIONAL
                 choose = _choose_proportional if spread else _choose_fill
                 chosen = choose(free, servers, want, place_rng)
                 _launch(run, chosen, rv, v_pending, v_len, t, task_rng, task_sigma)
