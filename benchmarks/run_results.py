@@ -40,7 +40,7 @@ FULL: dict[str, list[str]] = {
                           "--runs", "3", "--days", "30", "--step-s", "120"],
     "gen-schedule-ablation": ["schedule", *GEN, "--generate-days", "37", "--levels", "0.3,0.5", "--scaling", "linear",
                               "--runs", "1", "--days", "30", "--step-s", "120",
-                              "--systems", "YARN-Stock,YARN-PT,YARN-PT-spread,YARN-H"],
+                              "--systems", "YARN-Stock,YARN-PT,YARN-PT-spread,YARN-H,YARN-PT-forecast,YARN-H-forecast"],
     "gen-availability": ["availability", *GEN, "--levels", LEVELS + ",0.7", "--replicas", "3,4", "--runs", "3",
                          "--blocks", "200000", "--accesses", "1000000", "--days", "21"],
     "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
