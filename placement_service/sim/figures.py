@@ -3,8 +3,8 @@
 - ``schedule_job_time.png``: average job time vs average utilization, one line per (system,
   scaling), points = mean over runs, bars = min..max over runs (Figure 13);
 - ``schedule_killed.png``: killed tasks vs utilization, same layout;
-- ``schedule_improvement.png``: YARN-H's job-time reduction over YARN-PT per level, min / mean / max
-  over runs (Figure 14, one datacenter);
+- ``schedule_improvement.png``: YARN-H's (and YARN-H-forecast's) job-time reduction over YARN-PT per
+  level, min / mean / max over runs (Figure 14, one datacenter);
 - ``durability_lost.png``: lost blocks (% of blocks, log scale) per (system, replicas), bars =
   mean, whiskers = min..max; no bar = no loss in any run (Figure 15);
 - ``availability_failed.png``: failed accesses (%) vs utilization per (system, replicas)
@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 
 from placement_service.atomic import atomic_path
+
+IMPROVED_SYSTEMS = ("YARN-H", "YARN-H-forecast")
+"""Systems whose job-time reduction against YARN-PT the figures and the report show."""
 
 Record = Mapping[str, Any]
 
@@ -89,23 +92,25 @@ def schedule_figures(records: Sequence[Record], out_dir: str | Path, title: str 
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         paths.append(_save(fig, out / name))
-    # improvement of YARN-H over YARN-PT, paired by (scaling, level, run)
+    # improvement of YARN-H (and YARN-H-forecast) over YARN-PT, paired by (scaling, level, run)
     pt = {(r.get("scaling"), r["level"], r["run"]): r for r in records if r["system"] == "YARN-PT"}
-    h = {(r.get("scaling"), r["level"], r["run"]): r for r in records if r["system"] == "YARN-H"}
     pairs = [
         {
-            "scaling": k[0], "level": k[1], "run": k[2],
-            "utilization": h[k]["utilization"],
-            "gain": 100.0 * (1.0 - h[k]["avg_job_time_s"] / pt[k]["avg_job_time_s"]),
+            "system": r["system"], "scaling": r.get("scaling"), "level": r["level"], "run": r["run"],
+            "utilization": r["utilization"],
+            "gain": 100.0 * (1.0 - r["avg_job_time_s"] / pt[k]["avg_job_time_s"]),
         }
-        for k in h if k in pt and pt[k]["avg_job_time_s"] > 0
+        for r in records
+        if r["system"] in IMPROVED_SYSTEMS
+        and (k := (r.get("scaling"), r["level"], r["run"])) in pt
+        and pt[k]["avg_job_time_s"] > 0
     ]
     if pairs:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        _errorbar_lines(ax, pairs, ["scaling"], "gain")
+        _errorbar_lines(ax, pairs, ["system", "scaling"], "gain")
         ax.axhline(0.0, color="grey", lw=0.8)
         ax.set_xlabel("average primary CPU utilization (%)")
-        ax.set_ylabel("job time reduction of YARN-H vs YARN-PT (%)")
+        ax.set_ylabel("job time reduction vs YARN-PT (%)")
         ax.set_title(title or "scheduling")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -157,20 +162,21 @@ def availability_figures(records: Sequence[Record], out_dir: str | Path, title: 
 
 
 def improvement_rows(docs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """Per schedule result (name, doc) and scaling: min / mean / max over levels and runs of YARN-H's
-    job-time reduction against YARN-PT, ``100 * (1 - H / PT)`` paired by (level, run)."""
+    """Per schedule result (name, doc), system (YARN-H, YARN-H-forecast) and scaling: min / mean / max
+    over levels and runs of the system's job-time reduction against YARN-PT, ``100 * (1 - X / PT)``
+    paired by (level, run)."""
     rows = []
     for name, doc in docs:
         recs = doc["records"]
         pt = {(r.get("scaling"), r["level"], r["run"]): r for r in recs if r["system"] == "YARN-PT"}
-        by_scaling: dict[str, list[float]] = {}
+        by_key: dict[tuple[str, str], list[float]] = {}
         for r in recs:
             key = (r.get("scaling"), r["level"], r["run"])
-            if r["system"] == "YARN-H" and key in pt and pt[key]["avg_job_time_s"] > 0:
+            if r["system"] in IMPROVED_SYSTEMS and key in pt and pt[key]["avg_job_time_s"] > 0:
                 gain = 100.0 * (1.0 - r["avg_job_time_s"] / pt[key]["avg_job_time_s"])
-                by_scaling.setdefault(str(r.get("scaling")), []).append(gain)
-        for scaling, gains in sorted(by_scaling.items()):
-            rows.append({"name": name, "datacenter": doc["datacenter"], "scaling": scaling,
+                by_key.setdefault((r["system"], str(r.get("scaling"))), []).append(gain)
+        for (system, scaling), gains in sorted(by_key.items(), key=lambda kv: (kv[0][1], IMPROVED_SYSTEMS.index(kv[0][0]))):
+            rows.append({"name": name, "datacenter": doc["datacenter"], "system": system, "scaling": scaling,
                          "min": min(gains), "mean": float(np.mean(gains)), "max": max(gains), "points": len(gains)})
     return rows
 
@@ -178,16 +184,19 @@ def improvement_rows(docs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict
 def improvement_figure(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
     """Bars of the mean reduction per (datacenter, scaling), whiskers min..max (Figure 14 style)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.7 * len(rows)), 4.6))
     pos = np.arange(len(rows))
     mean = np.array([r["mean"] for r in rows])
     lo = np.array([r["min"] for r in rows])
     hi = np.array([r["max"] for r in rows])
-    ax.bar(pos, mean, color=["tab:blue" if r["scaling"] == "linear" else "tab:green" for r in rows])
+    colors = {("YARN-H", "linear"): "tab:blue", ("YARN-H", "root"): "tab:green",
+              ("YARN-H-forecast", "linear"): "tab:orange", ("YARN-H-forecast", "root"): "tab:red"}
+    ax.bar(pos, mean, color=[colors.get((r.get("system", "YARN-H"), r["scaling"]), "tab:gray") for r in rows])
     ax.errorbar(pos, mean, yerr=[mean - lo, hi - mean], fmt="none", ecolor="k", capsize=4)
     ax.axhline(0.0, color="grey", lw=0.8)
-    ax.set_xticks(pos, [f"{r['name']}\n{r['scaling']}" for r in rows], fontsize=7, rotation=20)
-    ax.set_ylabel("job time reduction, YARN-H vs YARN-PT (%)")
+    ax.set_xticks(pos, [f"{r['name']}\n{r.get('system', 'YARN-H')} {r['scaling']}" for r in rows], fontsize=6,
+                  rotation=30, ha="right")
+    ax.set_ylabel("job time reduction vs YARN-PT (%)")
     ax.set_title("min / mean / max over utilization levels and runs")
     ax.grid(alpha=0.3, axis="y")
     return _save(fig, Path(path))

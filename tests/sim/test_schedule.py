@@ -10,6 +10,7 @@ from placement_service.sim.schedule import (
     ScheduleConfig,
     YarnSystem,
     _choose_fill,
+    _choose_forecast,
     _choose_proportional,
     simulate_schedule,
     youngest_victims,
@@ -125,3 +126,56 @@ def test_yarn_h_kills_fewer_tasks_than_pt_on_mixed_tenants() -> None:
     assert pt.killed_tasks > 0
     assert h.killed_tasks < pt.killed_tasks
     assert h.unfinished_jobs == 0
+
+
+def test_forecast_choice_takes_safe_cores_first_preferred_servers_first() -> None:
+    rng = np.random.default_rng(1)
+    free = np.array([4, 4, 4, 4])
+    safe = np.array([2, 0, 3, 1])  # server 1's free cores are all expected to go back to its primary
+    f, sf = free.copy(), safe.copy()
+    got = _choose_forecast(f, sf, np.array([0, 1]), 2, True, rng)
+    assert sorted(got.tolist()) == [0, 0]  # the preferred servers' safe cores (only server 0 has some)
+    got = _choose_forecast(f, sf, np.array([0, 1]), 4, True, rng)
+    counts = np.bincount(got, minlength=4)
+    assert counts[1] == 0 and counts[2] + counts[3] == 4  # then safe cores anywhere
+    got = _choose_forecast(f, sf, None, 10, True, rng)
+    assert got.shape == (10,)  # then any free core (spill)
+    assert np.all(f >= 0) and np.all(sf >= 0) and f.sum() == 16 - 16 and sf.sum() == 0
+    # without spill, never more than the safe cores
+    f, sf = free.copy(), safe.copy()
+    got = _choose_forecast(f, sf, None, 10, False, rng)
+    assert np.all(np.bincount(got, minlength=4) == safe)
+
+
+def test_forecast_systems_kill_fewer_tasks_than_yarn_h_on_daily_tenants() -> None:
+    from placement_service.core.forecast import fit_headroom_forecast
+    from placement_service.sim.policy import history_series
+    from placement_service.sim.workload import poisson_arrivals
+    from tests.sim.conftest import daily_cpu
+
+    dc = make_dc(daily_cpu(8, 6.0, seed=3), servers_per_tenant=6)
+    cfg = ScheduleConfig(days=2.0, history_days=3.0, step_s=120.0,
+                         workload=WorkloadConfig(offered_core_frac=0.08, task_s=60.0, length_scale=10.0))
+    jobs = [chain_job(f"q{i}", [5 + 7 * i, 3 + i, 2]) for i in range(8)]
+    s = Streams(5)
+    wl = build_workload(jobs, cfg.workload, s.get("len"), total_cores=float(dc.inventory.cores.sum()))
+    arr = poisson_arrivals(wl, cfg.days * 86400, s.get("arr"), s.get("jobs"))
+    hist = int(3 * 86400 / 300)
+    table, _ = fit_classes(dc, dc.cpu, hist, seed=0)
+    forecast = fit_headroom_forecast(history_series(dc, dc.cpu, hist))
+    sel = SelectionConfig(short_max_s=wl.short_max_s, long_min_s=wl.long_min_s, reserve_frac=cfg.reserve_frac)
+    out = {}
+    for system in (YarnSystem.H, YarnSystem.PT_FORECAST, YarnSystem.H_FORECAST):
+        router = ClassRouter(table, dc, sel) if system is not YarnSystem.PT_FORECAST else None
+        out[system] = simulate_schedule(dc, dc.cpu, wl, arr, system, cfg, place_rng=s.fresh("p"),
+                                        task_rng=s.fresh("t"), router=router, select_rng=s.fresh("sel"),
+                                        forecast=forecast)
+    h = out[YarnSystem.H]
+    assert h.killed_tasks > 0
+    for system in (YarnSystem.PT_FORECAST, YarnSystem.H_FORECAST):
+        assert out[system].unfinished_jobs == 0
+        assert out[system].killed_tasks < h.killed_tasks / 2
+        assert out[system].avg_job_time_s <= h.avg_job_time_s
+    with pytest.raises(ValueError, match="HeadroomForecast"):
+        simulate_schedule(dc, dc.cpu, wl, arr, YarnSystem.PT_FORECAST, cfg, place_rng=s.fresh("p"),
+                          task_rng=s.fresh("t"))
