@@ -135,7 +135,7 @@ def _cluster(args: argparse.Namespace) -> int:
         unplaced = sorted(set(rates) - clustered)  # inventory tenants without utilization samples
         grid = build_grid(
             {t: rates[t] for t in series.tenants},
-            model.tenant_peak_cpu_,
+            model.tenant_grid_peak_cpu_,
             {t: storage[t] for t in series.tenants},
         )
     table = model.class_table(grid)

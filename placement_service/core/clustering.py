@@ -75,6 +75,11 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
       ``max_classes_per_pattern`` (each class is a YARN node label and a queue, so keep them few)
       and by the number of distinct tenants.
     - ``peak_percentile``: the percentile of a series used as its peak.
+    - ``unpredictable_peak_sigmas``: the replica-placement grid ranks tenants by their peak; for an
+      *unpredictable* tenant the history's percentile understates what the next weeks bring (its
+      bursts come at no fixed time), so its grid peak is ``max(peak, mean + k * std)`` with this
+      ``k`` (default 4; 0 = the plain percentile, as in the paper). Periodic and constant tenants
+      keep their percentile. Result in ``tenant_grid_peak_cpu_``; class tags are unaffected.
     - The pattern thresholds of ``PatternThresholds`` (same names).
     - ``random_state`` seeds K-means (and the silhouette sample); ``chunk_rows`` bounds memory (rows
       per FFT batch).
@@ -83,7 +88,8 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
     ``classes_`` (``UtilizationClass`` by pattern -- periodic, constant, unpredictable -- then by
     ascending ``avg_cpu``; ids ``<pattern>-<k>`` with k from 0 in that order), ``profile_``
     (``FrequencyProfile``, rows in series order), ``tenant_avg_cpu_`` / ``tenant_peak_cpu_``
-    (tenant -> CPU fraction), ``class_cpu_`` (class series, [n_classes, n_slots] float32 in
+    (tenant -> CPU fraction), ``tenant_grid_peak_cpu_`` (the peak the placement grid ranks by, see
+    ``unpredictable_peak_sigmas``), ``class_cpu_`` (class series, [n_classes, n_slots] float32 in
     ``classes_`` order), ``k_scores_`` (pattern -> {k: RMS spread or silhouette} of the k tried).
     """
 
@@ -95,6 +101,7 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         class_tolerance_cpu: float = 0.05,
         n_classes_per_pattern: int = 4,
         peak_percentile: float = 99.0,
+        unpredictable_peak_sigmas: float = 4.0,
         periodic_min_energy_frac: float = _DEFAULT_THRESHOLDS.periodic_min_energy_frac,
         periodic_min_std_cpu: float = _DEFAULT_THRESHOLDS.periodic_min_std_cpu,
         constant_max_cv: float = _DEFAULT_THRESHOLDS.constant_max_cv,
@@ -109,6 +116,7 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         self.class_tolerance_cpu = class_tolerance_cpu
         self.n_classes_per_pattern = n_classes_per_pattern
         self.peak_percentile = peak_percentile
+        self.unpredictable_peak_sigmas = unpredictable_peak_sigmas
         self.periodic_min_energy_frac = periodic_min_energy_frac
         self.periodic_min_std_cpu = periodic_min_std_cpu
         self.constant_max_cv = constant_max_cv
@@ -237,6 +245,10 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         self.profile_: FrequencyProfile = scan.profile
         self.tenant_avg_cpu_: dict[str, float] = {t: float(avg[i]) for i, t in enumerate(tenants)}
         self.tenant_peak_cpu_: dict[str, float] = {t: float(peak[i]) for i, t in enumerate(tenants)}
+        risky = patterns == Pattern.UNPREDICTABLE
+        bound = np.minimum(1.0, avg + float(self.unpredictable_peak_sigmas) * scan.profile.std_cpu)
+        grid_peak = np.where(risky, np.maximum(peak, bound), peak)
+        self.tenant_grid_peak_cpu_: dict[str, float] = {t: float(grid_peak[i]) for i, t in enumerate(tenants)}
         self.class_cpu_: np.ndarray = class_cpu[order]
         logger.info(
             "clustered %d tenants into %d classes (%s)",
@@ -268,6 +280,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
             raise PolicyError(f"class_tolerance_cpu must be > 0, got {self.class_tolerance_cpu}")
         if not 0.0 < float(self.peak_percentile) <= 100.0:
             raise PolicyError(f"peak_percentile must be in (0, 100], got {self.peak_percentile}")
+        sigmas = float(self.unpredictable_peak_sigmas)
+        if not (math.isfinite(sigmas) and sigmas >= 0.0):
+            raise PolicyError(f"unpredictable_peak_sigmas must be a finite number >= 0, got {sigmas}")
         thresholds = self.thresholds()
         thresholds.validate()
         cpu = series.cpu

@@ -110,7 +110,7 @@ def compute_class_table(inp: ReclusterInput) -> dict[str, Any]:
     )
     grid = build_grid(
         {t: float(inp.reimage_rate_per_tenant.get(t, 0.0)) for t in names},
-        {t: float(model.tenant_peak_cpu_[t]) for t in names},
+        {t: float(model.tenant_grid_peak_cpu_[t]) for t in names},
         {t: float(inp.storage_gb_per_tenant.get(t, 0.0)) for t in names},
     )
     return model.class_table(grid).to_json()

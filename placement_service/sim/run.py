@@ -134,7 +134,7 @@ def _tenant_rates(dc: SimDatacenter) -> dict[str, float]:
 
 def _grid(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> dict[str, GridCell]:
     _, model = fit_classes(dc, cpu, hist, seed=seed)
-    return dict(placement_grid(dc, model.tenant_peak_cpu_, _tenant_rates(dc)))
+    return dict(placement_grid(dc, model.tenant_grid_peak_cpu_, _tenant_rates(dc)))
 
 
 def year_of_reimages(dc: SimDatacenter, days: float, rng: np.random.Generator) -> ReimageSchedule:

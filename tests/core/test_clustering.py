@@ -366,3 +366,28 @@ def test_saturated_class_tags_stay_within_unit_interval():
     for cls in model.classes_:
         assert 0.0 <= cls.avg_cpu <= cls.peak_cpu <= 1.0
         assert 0.0 <= cls.current_cpu <= 1.0
+
+
+def test_grid_peak_raises_only_unpredictable_tenants() -> None:
+    """A bursty tenant whose p99 looks low ranks higher in the placement grid; others keep their p99."""
+    rng = np.random.default_rng(7)
+    quiet = 0.15 + rng.normal(0.0, 0.004, N_SLOTS)
+    daily = _daily(0.4, 0.15) + rng.normal(0.0, 0.005, N_SLOTS)
+    bursty = 0.1 + 0.0 * _t()
+    for start in rng.choice(N_SLOTS - 200, 6, replace=False):  # six bursts, under 1% of the slots
+        bursty[start : start + 30] = 0.9
+    bursty = bursty + rng.normal(0.0, 0.03, N_SLOTS)
+    series = TenantSeries(("quiet", "daily", "bursty"), 0.0, INTERVAL_S, np.clip(np.array([quiet, daily, bursty]), 0, 1))
+    model = UtilizationClustering(random_state=0).fit(series)
+    assert model.patterns_ == {"quiet": Pattern.CONSTANT, "daily": Pattern.PERIODIC, "bursty": Pattern.UNPREDICTABLE}
+    for t in ("quiet", "daily"):
+        assert model.tenant_grid_peak_cpu_[t] == model.tenant_peak_cpu_[t]
+    assert model.tenant_peak_cpu_["bursty"] < 0.3  # the percentile misses the bursts...
+    x = series.cpu[2]
+    grid_peak = model.tenant_grid_peak_cpu_["bursty"]
+    assert grid_peak == pytest.approx(x.mean() + 4.0 * x.std(), abs=0.02)  # ...mean + 4 std does not
+    assert grid_peak > 1.5 * model.tenant_peak_cpu_["bursty"]
+    plain = UtilizationClustering(random_state=0, unpredictable_peak_sigmas=0.0).fit(series)
+    assert plain.tenant_grid_peak_cpu_ == plain.tenant_peak_cpu_
+    with pytest.raises(PolicyError, match="unpredictable_peak_sigmas"):
+        UtilizationClustering(unpredictable_peak_sigmas=-1.0).fit(series)
