@@ -42,18 +42,18 @@ FULL: dict[str, list[str]] = {
                               "--runs", "1", "--days", "30", "--step-s", "120",
                               "--systems", "YARN-Stock,YARN-PT,YARN-PT-spread,YARN-H,YARN-PT-forecast,YARN-H-forecast"],
     "gen-availability": ["availability", *GEN, "--levels", LEVELS + ",0.7", "--replicas", "3,4", "--runs", "3",
-                         "--blocks", "200000", "--accesses", "1000000", "--days", "21"],
+                         "--blocks", "200000", "--accesses", "1000000", "--days", "21", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-risk"],
     "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                               "--days", "7", "--step-s", "120"],
     "azure-durability": ["durability", *AZ, "--replicas", "3,4", "--blocks", "1000000", "--runs", "1"],
     "azure-availability": ["availability", *AZ, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
-                           "--blocks", "200000", "--accesses", "1000000", "--days", "14"],
+                           "--blocks", "200000", "--accesses", "1000000", "--days", "14", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-risk"],
     "planetlab-schedule-linear": ["schedule", *PL, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                                   "--days", "6", "--history-days", "3", "--step-s", "120"],
     "planetlab-durability": ["durability", *PL, "--replicas", "3,4", "--blocks", "1000000", "--runs", "1",
                              "--history-days", "3"],
     "planetlab-availability": ["availability", *PL, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
-                               "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3"],
+                               "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-risk"],
 }
 
 QGEN = ["--generate", "600", "--generate-seed", "1"]

@@ -93,6 +93,14 @@ def register(subparsers: Any) -> None:
         metavar="P",
         help="percentile of a series used as its peak (default 99)",
     )
+    p.add_argument(
+        "--unpredictable-peak-sigmas",
+        type=float,
+        default=0.0,
+        metavar="K",
+        help="experimental: rank unpredictable tenants in the placement grid by max(peak, mean + K std) "
+        "instead of their peak (default 0: off, as in the paper)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
     p.set_defaults(func=_cluster)
 
@@ -123,6 +131,7 @@ def _cluster(args: argparse.Namespace) -> int:
         class_tolerance_cpu=args.class_tolerance_cpu,
         n_classes_per_pattern=args.classes_per_pattern,
         peak_percentile=args.peak_percentile,
+        unpredictable_peak_sigmas=args.unpredictable_peak_sigmas,
         random_state=args.seed,
     ).fit(series, servers_per_tenant=servers, cores_per_tenant=cores)
     grid = None

@@ -98,6 +98,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--step-s", type=float, default=3600.0)
     p.add_argument("--repair-blocks-per-hour", type=float, default=30.0)
     p.add_argument("--block-size-mb", type=float, default=256.0)
+    p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-risk (experimental: HDFS-H with "
+                        "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
     p.set_defaults(func=_durability)
 
     p = sub.add_parser("availability", help="HDFS-Stock vs HDFS-H: failed accesses vs utilization")
@@ -111,6 +114,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reserve-frac", type=float, default=1 / 3)
     p.add_argument("--busy-cpu", type=float, default=None, help="busy threshold (default 1 - reserve)")
     p.add_argument("--block-size-mb", type=float, default=256.0)
+    p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-risk (experimental: HDFS-H with "
+                        "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
     p.set_defaults(func=_availability)
 
     p = sub.add_parser("report", help="Markdown report (and figures) from results directories")
@@ -143,6 +149,19 @@ def load_input(args: argparse.Namespace) -> Any:
     if not (args.utilization and args.inventory):
         raise SimUsageError("--utilization and --inventory go together")
     return dcm.load_datacenter(args.utilization, args.inventory, args.reimages, name=args.name)
+
+
+def _hdfs_systems(text: str) -> list[Any]:
+    from placement_service.sim.policy import HdfsSystem
+
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in {h.value for h in HdfsSystem}]
+    if unknown or not names:
+        raise SimUsageError(
+            f"--systems: unknown system(s) {', '.join(unknown) or '(none given)'}; "
+            f"expected a comma list of {', '.join(h.value for h in HdfsSystem)}"
+        )
+    return [HdfsSystem(s) for s in names]
 
 
 def _check_runs(args: argparse.Namespace) -> None:
@@ -205,6 +224,7 @@ def _durability(args: argparse.Namespace) -> int:
     from placement_service.sim.run import run_durability
 
     _check_runs(args)
+    systems = _hdfs_systems(args.systems)
     if args.utilization and not args.reimages:
         raise SimUsageError("durability needs --reimages")
     try:
@@ -217,7 +237,8 @@ def _durability(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     dc = load_input(args)
     records = run_durability(
-        dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days
+        dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days,
+        systems=systems,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "durability", dc, settings, records, t0)
@@ -229,6 +250,7 @@ def _availability(args: argparse.Namespace) -> int:
     from placement_service.sim.run import run_availability
 
     _check_runs(args)
+    systems = _hdfs_systems(args.systems)
     try:
         config = AvailabilityConfig(
             days=args.days, history_days=args.history_days, blocks=args.blocks, accesses=args.accesses,
@@ -240,7 +262,7 @@ def _availability(args: argparse.Namespace) -> int:
     dc = load_input(args)
     records = run_availability(
         dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
-        seed=args.seed, config=config,
+        seed=args.seed, config=config, systems=systems,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "availability", dc, settings, records, t0)

@@ -37,13 +37,23 @@ def history_series(dc: SimDatacenter, cpu: np.ndarray, history_slots: int) -> Te
 
 
 def fit_classes(
-    dc: SimDatacenter, cpu: np.ndarray, history_slots: int, *, seed: int = 0, max_classes_per_pattern: int = 4
+    dc: SimDatacenter,
+    cpu: np.ndarray,
+    history_slots: int,
+    *,
+    seed: int = 0,
+    max_classes_per_pattern: int = 4,
+    unpredictable_peak_sigmas: float = 0.0,
 ) -> tuple[ClassTable, UtilizationClustering]:
     """Cluster the tenants on their history (core-weighted, server-counted classes)."""
     series = history_series(dc, cpu, history_slots)
     servers = dc.tenant_servers()
     cores = dc.tenant_cores()
-    model = UtilizationClustering(max_classes_per_pattern=max_classes_per_pattern, random_state=seed)
+    model = UtilizationClustering(
+        max_classes_per_pattern=max_classes_per_pattern,
+        random_state=seed,
+        unpredictable_peak_sigmas=unpredictable_peak_sigmas,
+    )
     model.fit(
         series,
         servers_per_tenant={t: int(servers[i]) for i, t in enumerate(dc.series.tenants)},
@@ -118,7 +128,8 @@ def placement_grid(
 
 class HdfsSystem(StrEnum):
     STOCK = "HDFS-Stock"
-    H = "HDFS-H"
+    H = "HDFS-H"  # the core's placement, grid columns by each tenant's p99 peak (the paper)
+    H_RISK = "HDFS-H-risk"  # experimental: unpredictable tenants ranked by max(p99, mean + 4 std)
 
 
 class Placer(Protocol):
@@ -144,6 +155,6 @@ def make_placer(
 ) -> Placer:
     """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H) or ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
-    if system is HdfsSystem.H:
+    if system in (HdfsSystem.H, HdfsSystem.H_RISK):
         return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed)
     return StockPlacer(dc.inventory, grid, config=config, seed=seed)

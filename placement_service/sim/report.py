@@ -130,6 +130,14 @@ def _availability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
             f"- {rep} replicas, utilization <= 41%: HDFS-H worst {h_max:.4f}% failed, HDFS-Stock up to "
             f"{st_max:.4f}%: **{'yes' if ok else 'NO'}**"
         )
+        risk = [s for s in summ if s["replicas"] == rep and s["system"] == "HDFS-H-risk"]
+        paper = {s["level"]: s for s in summ if s["replicas"] == rep and s["system"] == "HDFS-H"}
+        if risk:
+            pairs = ", ".join(
+                f"{s['level']:.2f}: {_mean(s, 'failed_access_pct'):.4f}% vs {_mean(paper[s['level']], 'failed_access_pct'):.4f}%"
+                for s in sorted(risk, key=lambda s: s["level"]) if s["level"] in paper
+            )
+            checks.append(f"- experimental, {rep} replicas, HDFS-H-risk vs HDFS-H mean failed accesses by level: {pairs}")
     return rows, checks
 
 

@@ -132,9 +132,19 @@ def _tenant_rates(dc: SimDatacenter) -> dict[str, float]:
     return reimage_rates(past, dc.inventory, span_s=span)
 
 
-def _grid(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> dict[str, GridCell]:
-    _, model = fit_classes(dc, cpu, hist, seed=seed)
-    return dict(placement_grid(dc, model.tenant_grid_peak_cpu_, _tenant_rates(dc)))
+RISK_SIGMAS = 4.0
+"""``unpredictable_peak_sigmas`` of the experimental HDFS-H-risk system."""
+
+
+def _grids(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> dict[HdfsSystem, dict[str, GridCell]]:
+    """The placement grid each system uses: HDFS-H ranks columns by every tenant's p99 (the paper),
+    HDFS-H-risk ranks unpredictable tenants by max(p99, mean + 4 std); HDFS-Stock ignores the grid
+    (racks decide) and gets HDFS-H's."""
+    _, model = fit_classes(dc, cpu, hist, seed=seed, unpredictable_peak_sigmas=RISK_SIGMAS)
+    rates = _tenant_rates(dc)
+    paper = dict(placement_grid(dc, model.tenant_peak_cpu_, rates))
+    risk = dict(placement_grid(dc, model.tenant_grid_peak_cpu_, rates))
+    return {HdfsSystem.STOCK: paper, HdfsSystem.H: paper, HdfsSystem.H_RISK: risk}
 
 
 def year_of_reimages(dc: SimDatacenter, days: float, rng: np.random.Generator) -> ReimageSchedule:
@@ -157,7 +167,7 @@ def run_durability(
     """Durability: one record per (system, replicas, run)."""
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
-    grid = _grid(dc, dc.cpu, _history_slots(dc, history_days), seed)
+    grids = _grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
     records: list[Record] = []
     for run in range(runs):
         streams = Streams(seed, run)
@@ -166,7 +176,7 @@ def run_durability(
             for system in systems:
                 def factory(system: HdfsSystem = system, run: int = run) -> Placer:
                     return make_placer(
-                        system, dc, grid, seed=Streams(seed, run).seed_int("placer"),
+                        system, dc, grids[system], seed=Streams(seed, run).seed_int("placer"),
                         block_size_mb=config.block_size_mb,
                     )
 
@@ -205,13 +215,13 @@ def run_availability(
     records: list[Record] = []
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
-        grid = _grid(dc, cpu, hist, seed)
+        grids = _grids(dc, cpu, hist, seed)
         for run in range(runs):
             streams = Streams(seed, run)
             for r in replicas:
                 for system in systems:
                     placer = make_placer(
-                        system, dc, grid, seed=streams.seed_int("placer"),
+                        system, dc, grids[system], seed=streams.seed_int("placer"),
                         block_size_mb=config.block_size_mb,
                     )
                     res = simulate_availability(

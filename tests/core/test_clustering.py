@@ -378,7 +378,8 @@ def test_grid_peak_raises_only_unpredictable_tenants() -> None:
         bursty[start : start + 30] = 0.9
     bursty = bursty + rng.normal(0.0, 0.03, N_SLOTS)
     series = TenantSeries(("quiet", "daily", "bursty"), 0.0, INTERVAL_S, np.clip(np.array([quiet, daily, bursty]), 0, 1))
-    model = UtilizationClustering(random_state=0).fit(series)
+    assert UtilizationClustering(random_state=0).fit(series).tenant_grid_peak_cpu_["bursty"] < 0.3  # off by default
+    model = UtilizationClustering(random_state=0, unpredictable_peak_sigmas=4.0).fit(series)
     assert model.patterns_ == {"quiet": Pattern.CONSTANT, "daily": Pattern.PERIODIC, "bursty": Pattern.UNPREDICTABLE}
     for t in ("quiet", "daily"):
         assert model.tenant_grid_peak_cpu_[t] == model.tenant_peak_cpu_[t]
