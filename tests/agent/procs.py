@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -165,3 +166,4 @@ class Node:
                 except OSError:
                     pass
         self.children.clear()
+        shutil.rmtree(self.tmp, ignore_errors=True)
