@@ -1,7 +1,7 @@
 """Benchmark: one simulated month of scheduling on a generated 5,000-server datacenter.
 
-YARN-PT (the baseline) and YARN-H side by side at one utilization level (linear scaling), each in
-its own process (own peak RSS). Prints a Markdown table to paste into ``docs/bench/sim.md``.
+YARN-PT (the baseline), YARN-H and YARN-H-forecast side by side at one utilization level (linear
+scaling), each in its own process (own peak RSS). Prints a Markdown table to paste into ``docs/bench/sim.md``.
 
     .venv/bin/python benchmarks/bench_sim_schedule.py [--servers 5000] [--days 30] [--level 0.4]
 """
@@ -56,7 +56,7 @@ def main() -> None:
         return
     load_before = os.getloadavg()
     rows = []
-    for system in ("YARN-PT", "YARN-H"):
+    for system in ("YARN-PT", "YARN-H", "YARN-H-forecast"):
         cmd = [sys.executable, __file__, "--child", system, "--servers", str(args.servers), "--days", str(args.days),
                "--level", str(args.level), "--step-s", str(args.step_s), "--seed", str(args.seed),
                "--dc-seed", str(args.dc_seed)]

@@ -7,8 +7,8 @@ Steps (each one is the real command or the real policy code that production runs
    byte estimates), as the job router would ask for them.
 4. ``harvest place``: replica placement of many 256 MB blocks, next to stock HDFS placement, with the
    diversity each achieves.
-5. A small simulation: batch job times and kills (YARN-PT vs YARN-H) and lost blocks (HDFS-Stock vs
-   HDFS-H), written as ``results.json`` and PNG figures.
+5. A small simulation: batch job times and kills (YARN-PT vs YARN-H vs YARN-H-forecast) and lost
+   blocks (HDFS-Stock vs HDFS-H), written as ``results.json`` and PNG figures.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def _demo(args: argparse.Namespace) -> int:
     _done(t)
 
     if not args.skip_sim:
-        t = _step(5, "simulation: job times and kills (YARN-PT vs YARN-H), lost blocks (HDFS-Stock vs HDFS-H)")
+        t = _step(5, "simulation: job times and kills (YARN-PT, YARN-H, YARN-H-forecast), lost blocks (HDFS-Stock vs HDFS-H)")
         _simulate(out / "sim", seed=args.seed)
         _done(t)
 
@@ -176,9 +176,9 @@ def _simulate(out_dir: Path, *, seed: int) -> None:
 
     summary = demo_results(out_dir, seed=seed)
     print(f"    datacenter: {summary.get('servers')} servers, {summary.get('tenants')} tenants")
-    print(f"    {'scheduling':<12} {'level':>6} {'system':<10} {'avg job time':>13} {'killed tasks':>13}")
+    print(f"    {'scheduling':<12} {'level':>6} {'system':<16} {'avg job time':>13} {'killed tasks':>13}")
     for s in summary.get("schedule", []):
-        print(f"    {'':<12} {s['level']:>6.0%} {s['system']:<10} {s['avg_job_time_s']:>11.0f} s "
+        print(f"    {'':<12} {s['level']:>6.0%} {s['system']:<16} {s['avg_job_time_s']:>11.0f} s "
               f"{s['killed_tasks']:>13.0f}")
     print(f"    {'durability':<12} {'replicas':>8} {'system':<11} {'lost blocks (1 year)':>20}")
     for s in summary.get("durability", []):

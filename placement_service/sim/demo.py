@@ -20,7 +20,7 @@ from placement_service.sim.durability import DurabilityConfig
 from placement_service.sim.figures import figures_for
 from placement_service.sim.results import write_results
 from placement_service.sim.run import run_availability, run_durability, run_schedule
-from placement_service.sim.schedule import ScheduleConfig
+from placement_service.sim.schedule import ScheduleConfig, YarnSystem
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ def demo_results(out_dir: str | Path, seed: int = 0, *, servers: int = 600) -> d
             lambda: run_schedule(
                 dc, levels=[0.25, 0.4, 0.55], scaling=Scaling.LINEAR, runs=1, seed=seed,
                 config=ScheduleConfig(days=3, history_days=4, step_s=120),
+                systems=(YarnSystem.PT, YarnSystem.H, YarnSystem.H_FORECAST),
             ),
         ),
         (
