@@ -32,6 +32,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--inventory-file", help="inventory (CSV/Parquet): environment and rack of each node")
     p.add_argument("--reimages-file", help="reimage events (CSV/Parquet): reimage rates for the 3x3 grid rows")
     p.add_argument("--capacity-scheduler-file", help="write capacity-scheduler.xml here after re-clustering")
+    p.add_argument("--refresh-queues-command",
+                   help='command run after --capacity-scheduler-file changed, so YARN loads the new queues, '
+                        'e.g. "yarn rmadmin -refreshQueues" (default: none)')
     p.add_argument("--recluster-interval-s", type=float, help="seconds between re-clusterings (0 = on demand)")
     p.add_argument("--compact-interval-s", type=float, help="seconds between log compactions")
     p.add_argument("--slot-s", type=int, help="history slot length in seconds (default 300)")
@@ -89,7 +92,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     flags = {k: getattr(args, k, None) for k in (
         "data_dir", "http_port", "grpc_port", "token_file", "host", "tls_cert_file", "tls_key_file", "rm_url",
-        "classes_file", "inventory_file", "reimages_file", "capacity_scheduler_file", "recluster_interval_s",
+        "classes_file", "inventory_file", "reimages_file", "capacity_scheduler_file", "refresh_queues_command",
+        "recluster_interval_s",
         "compact_interval_s", "slot_s",
     )}
     cfg = build_config(Path(args.config) if args.config else None, os.environ, flags)

@@ -43,6 +43,9 @@ class ServiceConfig:
     reimages_file: Path | None = None  # optional reimage events for the 3x3 grid rows
     classes_file: Path | None = None  # optional initial classes.json (used when none is stored)
     capacity_scheduler_file: Path | None = None  # where to write the generated queue config
+    # Run after capacity_scheduler_file changed, e.g. "yarn rmadmin -refreshQueues" (empty: do not).
+    refresh_queues_command: str = ""
+    refresh_queues_timeout_s: float = 60.0
     seed: int = 0
     # YARN ResourceManager (label push); empty = do not push.
     rm_url: str = ""

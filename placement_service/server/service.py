@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from placement_service.atomic import atomic_write_text
 from placement_service.server.config import ServiceConfig
 from placement_service.server.history import Aggregate, HistoryStore, SlotSample, add_reports
 from placement_service.server.metrics import Metrics
@@ -102,7 +103,10 @@ class PlacementService:
             ResourceManagerClient(cfg.rm_url, cfg.rm_timeout_s, cfg.rm_exclusive, cfg.rm_centralized)
             if cfg.rm_url else None
         )
-        self.rm_status: dict[str, Any] = {"enabled": self._rm is not None, "last_error": "", "pushes": 0}
+        self.rm_status: dict[str, Any] = {
+            "enabled": self._rm is not None, "last_error": "", "pushes": 0,
+            "queue_refreshes": 0, "queue_refresh_error": "",
+        }
         self.recluster = ReclusterWorker(self._recluster_input, self.adopt_class_table, cfg.recluster_interval_s)
         self._stopping = threading.Event()
         self._compactor = threading.Thread(target=self._compact_loop, name="compactor", daemon=True)
@@ -391,6 +395,11 @@ class PlacementService:
                 logger.warning("pushing labels to the ResourceManager failed: %s", exc)
 
     def _write_capacity_scheduler(self, labels: list[str], weights: dict[str, float], version: int) -> None:
+        """Write the queue config for the class table (atomically), then ask YARN to load it.
+
+        Nothing is written, and YARN is not asked, when the queues are what the file already holds
+        (the ``source`` comment names the table version, so compare without it).
+        """
         path = self.cfg.capacity_scheduler_file
         if path is None or not labels:
             return
@@ -401,10 +410,45 @@ class PlacementService:
             return
         try:
             text = render_capacity_scheduler(labels, weights=weights, source=f"class table v{version}")
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(text)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            try:
+                old = path.read_text()
+            except OSError:
+                old = None
+            if old is not None and _without_source(old) == _without_source(text):
+                return
+            atomic_write_text(path, text)
         except Exception as exc:
             logger.warning("writing %s failed: %s", path, exc)
+            return
+        self._refresh_queues()
+
+    def _refresh_queues(self) -> None:
+        """Run ``refresh_queues_command`` (e.g. ``yarn rmadmin -refreshQueues``); failures are logged,
+        counted and shown in ``/v1/status``, never fatal."""
+        command = self.cfg.refresh_queues_command.strip()
+        if not command:
+            return
+        import shlex
+        import subprocess
+
+        try:
+            done = subprocess.run(shlex.split(command), capture_output=True, text=True,
+                                  timeout=self.cfg.refresh_queues_timeout_s, check=False)
+            error = "" if done.returncode == 0 else (
+                f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-500:]}"
+            )
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            error = str(exc)
+        if error:
+            self.rm_status["queue_refresh_error"] = f"{command}: {error}"
+            self.metrics.inc("harvest_queue_refresh_failures_total")
+            logger.warning("refreshing YARN queues with %r failed: %s", command, error)
+        else:
+            self.rm_status["queue_refreshes"] += 1
+            self.rm_status["queue_refresh_error"] = ""
+            logger.info("YARN queues refreshed (%s)", command)
+
+
+def _without_source(text: str) -> str:
+    """The queue config without its comment lines (they name the class-table version)."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("<!--"))
