@@ -41,6 +41,10 @@ FULL: dict[str, list[str]] = {
     "gen-schedule-ablation": ["schedule", *GEN, "--generate-days", "37", "--levels", "0.3,0.5", "--scaling", "linear",
                               "--runs", "1", "--days", "30", "--step-s", "120",
                               "--systems", "YARN-Stock,YARN-PT,YARN-PT-spread,YARN-H,YARN-PT-forecast,YARN-H-forecast"],
+    "gen2-schedule-linear": ["schedule", "--generate", "5000", "--generate-seed", "2", "--generate-days", "37",
+                             "--levels", LEVELS, "--scaling", "linear", "--runs", "1", "--days", "30", "--step-s", "120"],
+    "gen3-schedule-linear": ["schedule", "--generate", "5000", "--generate-seed", "3", "--generate-days", "37",
+                             "--levels", LEVELS, "--scaling", "linear", "--runs", "1", "--days", "30", "--step-s", "120"],
     "gen-availability": ["availability", *GEN, "--levels", LEVELS + ",0.7", "--replicas", "3,4", "--runs", "3",
                          "--blocks", "200000", "--accesses", "1000000", "--days", "21", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-risk"],
     "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
@@ -104,7 +108,10 @@ real-trace datacenters: 1.8-17% lower average job time and 1.0-12.5x fewer kille
 at low utilization: 12,487 vs 156,624 kills at 20%, linear). Against YARN-PT it cuts the average
 job time by 11-18% (mean 15.2%) under linear and 10-17% (mean 13.4%) under root scaling on the
 generated datacenter, 17-20% on Azure and 16-20.5% on PlanetLab tenants, i.e. inside the paper's
-12-56% range, and at 30% it is within 1.3% of YARN-Stock's floor (3,263 s vs 3,220 s).
+12-56% range, and at 30% it is within 1.3% of YARN-Stock's floor (3,263 s vs 3,220 s). The same
+holds on two more generated datacenters (`gen2-`, `gen3-schedule-linear`, generator seeds 2 and 3,
+one run each): YARN-H-forecast beats YARN-H at every level (1.9-17.5% lower job time, 1.2-10x fewer
+kills) and is 10.7-17.2% below YARN-PT.
 
 **Where the gain comes from (ablation, `gen-schedule-ablation`).** YARN-PT-spread is YARN-PT with
 YARN-H's server choice (probability proportional to free cores) and no class selection; it matches
