@@ -118,7 +118,9 @@ def _cluster(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     inventory = io.load_inventory(args.inventory) if args.inventory else None
     # With an inventory, every sampled server must be in it, under the same tenant.
-    samples = io.load_utilization(args.utilization, cpu_percent=args.cpu_percent, inventory=inventory)
+    samples = io.load_utilization(
+        args.utilization, cpu_percent=args.cpu_percent, inventory=inventory, optional_columns=False
+    )
     try:
         series = tenant_series(samples, interval_s=args.interval_s)
     except ValueError as exc:

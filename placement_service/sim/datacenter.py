@@ -116,7 +116,7 @@ def load_datacenter(
     from placement_service.traces.series import tenant_series
 
     inv = io.load_inventory(inventory)
-    samples = io.load_utilization(utilization)
+    samples = io.load_utilization(utilization, optional_columns=False)
     series = tenant_series(samples)
     del samples
     events = io.load_reimages(reimages) if reimages is not None else None

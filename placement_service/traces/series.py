@@ -23,6 +23,9 @@ MONTH_S = 30 * 86400.0
 """One month, as the paper counts reimages "per month": 30 days in seconds."""
 
 
+_CHUNK_ROWS = 4_000_000
+
+
 def infer_interval_s(timestamp_s: np.ndarray, server_codes: np.ndarray | None = None) -> float:
     """The sampling interval: the most common positive step between a server's consecutive samples.
 
@@ -111,13 +114,18 @@ def tenant_series(
     if step <= 0:
         raise ValueError(f"interval_s must be positive, got {step}")
     start = float(ts.min())
-    slot = np.floor((ts - start) / step + 0.5).astype(np.int64)  # nearest slot, halves round up
-    n_slots = int(slot.max()) + 1
+    n_slots = int(np.floor((float(ts.max()) - start) / step + 0.5)) + 1
     tenants, t_code = samples.factorize("tenant")
-    flat = t_code.astype(np.int64) * n_slots + slot
     size = len(tenants) * n_slots
-    total = np.bincount(flat, weights=samples.cpu, minlength=size)
-    count = np.bincount(flat, minlength=size)
+    total = np.zeros(size)
+    count = np.zeros(size, dtype=np.int64)
+    # In chunks of rows, so the temporaries stay small on tens of millions of samples.
+    for lo in range(0, len(ts), _CHUNK_ROWS):
+        hi = min(len(ts), lo + _CHUNK_ROWS)
+        slot = np.floor((ts[lo:hi] - start) / step + 0.5).astype(np.int64)  # nearest slot, halves round up
+        flat = t_code[lo:hi].astype(np.int64) * n_slots + slot
+        total += np.bincount(flat, weights=samples.cpu[lo:hi], minlength=size)
+        count += np.bincount(flat, minlength=size)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = (total / count).reshape(len(tenants), n_slots)
     del total, count

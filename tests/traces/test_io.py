@@ -336,3 +336,19 @@ def test_inventory_tenants_must_match(tmp_path):
     unknown = write(tmp_path / "w.csv", HEADER + "0,s9,t1,0.5\n")
     with pytest.raises(TraceError, match="unknown server 's9'"):
         io.load_utilization(unknown, inventory=inv)
+
+
+def test_optional_columns_can_be_skipped_without_changing_the_series(tmp_path: Path) -> None:
+    from placement_service.traces.series import tenant_series
+
+    s = _samples()
+    path = tmp_path / "u.parquet"
+    io.write_utilization(s, path)
+    full = io.load_utilization(path)
+    lean = io.load_utilization(path, optional_columns=False)
+    assert full.memory is not None and full.environment is not None
+    assert lean.memory is None and lean.environment is None
+    np.testing.assert_array_equal(lean.cpu, full.cpu)
+    a, b = tenant_series(full), tenant_series(lean)
+    assert a.tenants == b.tenants and a.start_s == b.start_s and a.interval_s == b.interval_s
+    np.testing.assert_array_equal(a.cpu, b.cpu)

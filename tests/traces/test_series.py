@@ -150,3 +150,18 @@ def test_inventory_facts_per_tenant():
     assert tenant_storage_gb(inv) == {"a": 150.0, "b": 0.0, "c": 10.0}
     assert tenant_environment(inv) == {"a": "prod-1", "b": "dev-1", "c": "dev-1"}
     assert tenant_server_counts(inv) == {"a": 2, "b": 1, "c": 1}
+
+
+def test_series_built_in_row_chunks_equals_the_one_pass_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    import placement_service.traces.series as series_mod
+
+    rng = np.random.default_rng(4)
+    rows = [(T0 + 300 * j + rng.integers(-20, 20), f"{t}{k}", t, float(rng.random()))
+            for t in "abc" for k in range(3) for j in range(200) if rng.random() > 0.05]
+    order = rng.permutation(len(rows))  # rows of one tenant spread over every chunk
+    s = samples([rows[i] for i in order])
+    whole = tenant_series(s)
+    monkeypatch.setattr(series_mod, "_CHUNK_ROWS", 97)
+    chunked = tenant_series(s)
+    assert chunked.tenants == whole.tenants and chunked.long_gaps == whole.long_gaps
+    np.testing.assert_allclose(chunked.cpu, whole.cpu, rtol=1e-12, equal_nan=True)
