@@ -22,16 +22,16 @@ def child(args: argparse.Namespace) -> None:
     from placement_service.sim.datacenter import from_generated
     from placement_service.sim.durability import DurabilityConfig, simulate_durability
     from placement_service.sim.policy import HdfsSystem, make_placer
-    from placement_service.sim.run import _grid, year_of_reimages
+    from placement_service.sim.run import system_grids, year_of_reimages
     from placement_service.sim.streams import Streams
     from placement_service.traces.generate import generate_datacenter
 
     t0 = time.perf_counter()
     dc = from_generated(generate_datacenter(args.servers, seed=args.dc_seed), f"generated-{args.servers}")
-    grid = _grid(dc, dc.cpu, int(7 * 86400 / dc.series.interval_s), 0)
+    system = HdfsSystem(args.child)
+    grid = system_grids(dc, dc.cpu, int(7 * 86400 / dc.series.interval_s), 0)[system]
     streams = Streams(args.seed, 0)
     schedule = year_of_reimages(dc, 365.0, streams.get("reimages"))
-    system = HdfsSystem(args.child)
     setup_s = time.perf_counter() - t0
     res = simulate_durability(
         dc,

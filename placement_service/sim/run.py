@@ -136,7 +136,7 @@ RISK_SIGMAS = 4.0
 """``unpredictable_peak_sigmas`` of the experimental HDFS-H-risk system."""
 
 
-def _grids(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> dict[HdfsSystem, dict[str, GridCell]]:
+def system_grids(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> dict[HdfsSystem, dict[str, GridCell]]:
     """The placement grid each system uses: HDFS-H ranks columns by every tenant's p99 (the paper),
     HDFS-H-risk ranks unpredictable tenants by max(p99, mean + 4 std); HDFS-Stock ignores the grid
     (racks decide) and gets HDFS-H's."""
@@ -167,7 +167,7 @@ def run_durability(
     """Durability: one record per (system, replicas, run)."""
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
-    grids = _grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
+    grids = system_grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
     records: list[Record] = []
     for run in range(runs):
         streams = Streams(seed, run)
@@ -215,7 +215,7 @@ def run_availability(
     records: list[Record] = []
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
-        grids = _grids(dc, cpu, hist, seed)
+        grids = system_grids(dc, cpu, hist, seed)
         for run in range(runs):
             streams = Streams(seed, run)
             for r in replicas:
