@@ -1,4 +1,5 @@
-"""Scheduling simulation: YARN-Stock, YARN-PT and YARN-H running TPC-DS-shaped DAGs on harvested cores.
+"""Scheduling simulation: YARN-Stock, YARN-PT, YARN-H and YARN-H-forecast running TPC-DS-shaped DAGs on
+harvested cores.
 
 Time-stepped at ``step_s`` (containers are tracked as numpy arrays, one entry per running task);
 the primary tenants' CPU changes at every trace slot. Per server, in cores::
@@ -34,6 +35,13 @@ Each step, in order:
      selection again (our addition: without it a job bound to a class that stays full, e.g. a
      tenant saturated by linear scaling, never finishes; 0 disables it, as in the paper where
      Tez-H asks once per job).
+   - YARN-H-forecast (ours) / YARN-PT-forecast (its ablation without classes): each server's
+     expected growth within the next hour comes from the policy core's ``HeadroomForecast``
+     (``forecast.growth_cores``, recomputed at every slot change); its free cores beyond that growth
+     are *safe*. A job's containers come from safe cores on its classes' servers, then safe cores
+     anywhere, then (``forecast_spill``) any free core, each pool drawn proportionally to its cores
+     (``_choose_forecast``). A YARN-H-forecast job that class selection gives no class runs at once
+     on all classes (classes are a preference here, not a restriction).
 
 Job time = finish - arrival (queueing included). The run continues after the last arrival until
 every job is done or ``drain_days`` passed; unfinished jobs count with their time so far.
@@ -439,7 +447,7 @@ def simulate_schedule(
             else:
                 servers = np.flatnonzero(free > 0)
                 want = int(min(v_pending[rv].sum(), free.sum()))
-                spread = system in (YarnSystem.PT_SPREAD, YarnSystem.PT_FORECAST) or config.pt_server_choice is ServerChoice.PROPORTIONAL
+                spread = system is YarnSystem.PT_SPREAD or config.pt_server_choice is ServerChoice.PROPORTIONAL
                 choose = _choose_proportional if spread else _choose_fill
                 chosen = choose(free, servers, want, place_rng)
                 _launch(run, chosen, rv, v_pending, v_len, t, task_rng, task_sigma)
