@@ -12,8 +12,9 @@ import argparse
 import json
 import logging
 import time
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from placement_service import HarvestError
 
@@ -151,17 +152,20 @@ def load_input(args: argparse.Namespace) -> Any:
     return dcm.load_datacenter(args.utilization, args.inventory, args.reimages, name=args.name)
 
 
-def _hdfs_systems(text: str) -> list[Any]:
-    from placement_service.sim.policy import HdfsSystem
+E = TypeVar("E", bound=StrEnum)
 
+
+def _systems(text: str, kind: type[E]) -> list[E]:
+    """The ``--systems`` comma list as members of ``kind`` (YarnSystem or HdfsSystem)."""
     names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in {h.value for h in HdfsSystem}]
+    known = [m.value for m in kind]
+    unknown = [s for s in names if s not in known]
     if unknown or not names:
         raise SimUsageError(
             f"--systems: unknown system(s) {', '.join(unknown) or '(none given)'}; "
-            f"expected a comma list of {', '.join(h.value for h in HdfsSystem)}"
+            f"expected a comma list of {', '.join(known)}"
         )
-    return [HdfsSystem(s) for s in names]
+    return [kind(s) for s in names]
 
 
 def _check_runs(args: argparse.Namespace) -> None:
@@ -189,14 +193,7 @@ def _schedule(args: argparse.Namespace) -> int:
 
     _check_runs(args)
     try:
-        names = [s.strip() for s in args.systems.split(",") if s.strip()]
-        unknown = [s for s in names if s not in {y.value for y in YarnSystem}]
-        if unknown or not names:
-            raise ValueError(
-                f"--systems: unknown system(s) {', '.join(unknown) or '(none given)'}; "
-                f"expected a comma list of {', '.join(y.value for y in YarnSystem)}"
-            )
-        systems = [YarnSystem(s) for s in names]
+        systems = _systems(args.systems, YarnSystem)
         config = ScheduleConfig(
             days=args.days, history_days=args.history_days, step_s=args.step_s, reserve_frac=args.reserve_frac,
             pt_server_choice=ServerChoice(args.pt_server_choice), h_max_wait_s=args.max_wait_s,
@@ -221,10 +218,11 @@ def _schedule(args: argparse.Namespace) -> int:
 
 def _durability(args: argparse.Namespace) -> int:
     from placement_service.sim.durability import DurabilityConfig
+    from placement_service.sim.policy import HdfsSystem
     from placement_service.sim.run import run_durability
 
     _check_runs(args)
-    systems = _hdfs_systems(args.systems)
+    systems = _systems(args.systems, HdfsSystem)
     if args.utilization and not args.reimages:
         raise SimUsageError("durability needs --reimages")
     try:
@@ -247,10 +245,11 @@ def _durability(args: argparse.Namespace) -> int:
 def _availability(args: argparse.Namespace) -> int:
     from placement_service.sim.availability import AvailabilityConfig
     from placement_service.sim.datacenter import Scaling
+    from placement_service.sim.policy import HdfsSystem
     from placement_service.sim.run import run_availability
 
     _check_runs(args)
-    systems = _hdfs_systems(args.systems)
+    systems = _systems(args.systems, HdfsSystem)
     try:
         config = AvailabilityConfig(
             days=args.days, history_days=args.history_days, blocks=args.blocks, accesses=args.accesses,

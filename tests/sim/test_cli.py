@@ -72,3 +72,9 @@ def test_bad_inputs_exit_2(traces: dict[str, Path], tmp_path: Path, capsys: pyte
                  str(traces["inventory"]), "--out", str(tmp_path / "z")]) == 2
     assert "--reimages" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y" / "results.json").exists()
+    for experiment, bad, listed in (("schedule", "YARN-X", "YARN-H-forecast"), ("availability", "HDFS-X", "HDFS-H-risk"),
+                                    ("durability", " , ", "HDFS-Stock")):
+        out = tmp_path / f"sys-{experiment}"
+        assert main(["sim", experiment, *_common(traces, out), "--systems", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--systems" in err and listed in err and not out.exists()
