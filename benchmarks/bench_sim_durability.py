@@ -10,12 +10,9 @@ load, to paste into ``docs/bench/sim.md``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import resource
-import subprocess
-import sys
 import time
+
+from bench_sim_common import emit, run_children
 
 
 def child(args: argparse.Namespace) -> None:
@@ -44,11 +41,10 @@ def child(args: argparse.Namespace) -> None:
         place_rng=streams.fresh("placement"),
         repair_rng=streams.fresh("repair"),
     )
-    print(json.dumps({
+    emit({
         "system": system.value, "setup_s": setup_s, "sim_s": res.wall_s, "lost_blocks": res.lost_blocks,
         "repairs": res.repairs, "reimages": res.reimages,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-    }))
+    })
 
 
 def main() -> None:
@@ -63,17 +59,12 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    load_before = os.getloadavg()
-    rows = []
-    for system in ("HDFS-Stock", "HDFS-H"):
-        cmd = [sys.executable, __file__, "--child", system, "--servers", str(args.servers), "--blocks",
-               str(args.blocks), "--replicas", str(args.replicas), "--seed", str(args.seed),
-               "--dc-seed", str(args.dc_seed)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        rows.append(json.loads(out.strip().splitlines()[-1]))
-    load_after = os.getloadavg()
-    print(f"durability: {args.servers} servers, {args.blocks:,} blocks, {args.replicas} replicas, 365 days; "
-          f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min), {os.cpu_count()} cores")
+    rows, load = run_children(
+        __file__, ("HDFS-Stock", "HDFS-H"),
+        ["--servers", str(args.servers), "--blocks", str(args.blocks), "--replicas", str(args.replicas),
+         "--seed", str(args.seed), "--dc-seed", str(args.dc_seed)],
+    )
+    print(f"durability: {args.servers} servers, {args.blocks:,} blocks, {args.replicas} replicas, 365 days; {load}")
     print("| system | setup (s) | simulated year (s) | peak RSS (MB) | reimages | repairs | lost blocks |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:

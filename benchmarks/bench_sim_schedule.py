@@ -9,12 +9,9 @@ scaling), each in its own process (own peak RSS). Prints a Markdown table to pas
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import resource
-import subprocess
-import sys
 import time
+
+from bench_sim_common import emit, run_children
 
 
 def child(args: argparse.Namespace) -> None:
@@ -33,12 +30,11 @@ def child(args: argparse.Namespace) -> None:
         config=ScheduleConfig(days=args.days, history_days=7.0, step_s=args.step_s),
         systems=[YarnSystem(args.child)],
     )
-    print(json.dumps({
+    emit({
         "system": args.child, "setup_s": setup_s, "sim_s": rec["wall_s"], "jobs": rec["jobs"],
         "avg_job_time_s": rec["avg_job_time_s"], "killed_tasks": rec["killed_tasks"],
         "utilization": rec["utilization"], "total_utilization": rec["total_utilization"],
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-    }))
+    })
 
 
 def main() -> None:
@@ -54,18 +50,13 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    load_before = os.getloadavg()
-    rows = []
-    for system in ("YARN-PT", "YARN-H", "YARN-H-forecast"):
-        cmd = [sys.executable, __file__, "--child", system, "--servers", str(args.servers), "--days", str(args.days),
-               "--level", str(args.level), "--step-s", str(args.step_s), "--seed", str(args.seed),
-               "--dc-seed", str(args.dc_seed)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        rows.append(json.loads(out.strip().splitlines()[-1]))
-    load_after = os.getloadavg()
+    rows, load = run_children(
+        __file__, ("YARN-PT", "YARN-H", "YARN-H-forecast"),
+        ["--servers", str(args.servers), "--days", str(args.days), "--level", str(args.level),
+         "--step-s", str(args.step_s), "--seed", str(args.seed), "--dc-seed", str(args.dc_seed)],
+    )
     print(f"scheduling: {args.servers} servers, {args.days:g} simulated days, level {args.level}, step "
-          f"{args.step_s:g} s; load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min), "
-          f"{os.cpu_count()} cores")
+          f"{args.step_s:g} s; {load}")
     print("| system | setup (s) | simulated month (s) | peak RSS (MB) | jobs | avg job time (s) | killed tasks |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
