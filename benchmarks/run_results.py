@@ -74,6 +74,9 @@ Regenerate with `.venv/bin/python benchmarks/run_results.py` (full scale; `--qui
 version). The model, its parameters and the choices we made are in [simulator.md](simulator.md);
 timings in [bench/sim.md](bench/sim.md). Each check below is computed from the results: **yes**
 means the paper's claim reproduces here, **NO** means it does not (see the discussion at the end).
+Checks marked *beyond the paper* compare our YARN-H-forecast (class selection plus a per-tenant
+headroom forecast) with the paper's YARN-H; *experimental* lines show HDFS-H-risk, a grid variant
+that is off by default.
 Generated datacenters come from `traces.generate.generate_datacenter(5000, seed=1)` (untuned);
 real ones group the public Azure / PlanetLab VMs into tenants (`traces.real`, one tenant per VM,
 servers per VM so the datacenter has ~5,000 servers; reimages from the generator's model because no
