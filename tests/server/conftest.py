@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 
 TOKEN = "test-token-7f3a"
+RECLUSTER_WAIT_S = 180.0
+"""Client timeout of ``POST /v1/recluster?wait=1``: a re-clustering child process (imports, fit) on two
+cores shared with other work can take well over the default 30 s."""
 
 
 @dataclass

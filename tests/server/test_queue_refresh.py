@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.server.conftest import start_server
+from tests.server.conftest import RECLUSTER_WAIT_S, start_server
 from tests.server.test_recluster import ingest_history
 
 FAKE_YARN = """\
@@ -42,7 +42,7 @@ def test_queues_are_refreshed_after_the_file_changes_and_only_then(tmp_path: Pat
     server = start_server(tmp_path / "data", *args)
     try:
         ingest_history(server, n_tenants=6, nodes_per_tenant=2, seed=3)
-        status, st = server.call("POST", "/v1/recluster?wait=1")
+        status, st = server.call("POST", "/v1/recluster?wait=1", timeout_s=RECLUSTER_WAIT_S)
         assert status == 200 and st["failures"] == 0, st
         calls = _calls(log)
         assert len(calls) == 1 and calls[0]["argv"] == ["rmadmin", "-refreshQueues"]
@@ -52,7 +52,7 @@ def test_queues_are_refreshed_after_the_file_changes_and_only_then(tmp_path: Pat
         assert rm["queue_refreshes"] == 1 and rm["queue_refresh_error"] == ""
         before = xml.read_text()
         # Same history, same classes: the queues did not change, so nothing is rewritten or refreshed.
-        assert server.call("POST", "/v1/recluster?wait=1")[0] == 200
+        assert server.call("POST", "/v1/recluster?wait=1", timeout_s=RECLUSTER_WAIT_S)[0] == 200
         assert len(_calls(log)) == 1 and xml.read_text() == before
     finally:
         server.stop()
@@ -64,7 +64,7 @@ def test_a_failing_refresh_is_reported_and_the_service_keeps_serving(tmp_path: P
     server = start_server(tmp_path / "data", *args)
     try:
         ingest_history(server, n_tenants=6, nodes_per_tenant=2, seed=3)
-        assert server.call("POST", "/v1/recluster?wait=1")[0] == 200
+        assert server.call("POST", "/v1/recluster?wait=1", timeout_s=RECLUSTER_WAIT_S)[0] == 200
         assert len(_calls(log)) == 1 and xml.exists()
         _, status_doc = server.call("GET", "/v1/recluster")
         rm = status_doc["resource_manager"]

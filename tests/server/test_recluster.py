@@ -12,7 +12,7 @@ import numpy as np
 from placement_service.core.types import Pattern
 from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
 from placement_service.traces.synth import synth_tenant_cpu
-from tests.server.conftest import TOKEN, ServerProc, report, start_server
+from tests.server.conftest import RECLUSTER_WAIT_S, TOKEN, ServerProc, report, start_server
 from tests.server.fake_rm import FakeResourceManager
 
 SLOT_S = 300
@@ -53,7 +53,7 @@ def test_recluster_round_trip_with_resource_manager_and_restart(tmp_path: Path) 
             status, job = server.call("POST", "/v1/jobs/select",
                                       {"name": "q1", "last_duration_s": 60, "vertices": {"m": {"tasks": 4}}})
             assert status == 409  # no class table yet
-            status, st = server.call("POST", "/v1/recluster?wait=1")
+            status, st = server.call("POST", "/v1/recluster?wait=1", timeout_s=RECLUSTER_WAIT_S)
             assert status == 200 and st["runs"] == 1 and st["failures"] == 0, st
             status, table = server.call("GET", "/v1/classes")
             ids = {c["id"] for c in table["classes"]}
