@@ -36,6 +36,9 @@ def register(subparsers: Any) -> None:
                    help='command run after --capacity-scheduler-file changed, so YARN loads the new queues, '
                         'e.g. "yarn rmadmin -refreshQueues" (default: none)')
     p.add_argument("--recluster-interval-s", type=float, help="seconds between re-clusterings (0 = on demand)")
+    p.add_argument("--recluster-priority", choices=("idle", "low", "normal"),
+                   help="CPU priority of the re-clustering process: idle (default; only on idle CPU, so it "
+                        "never slows requests but waits while the machine is saturated), low (nice 19) or normal")
     p.add_argument("--compact-interval-s", type=float, help="seconds between log compactions")
     p.add_argument("--slot-s", type=int, help="history slot length in seconds (default 300)")
     p.set_defaults(func=_serve)
@@ -93,8 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
     flags = {k: getattr(args, k, None) for k in (
         "data_dir", "http_port", "grpc_port", "token_file", "host", "tls_cert_file", "tls_key_file", "rm_url",
         "classes_file", "inventory_file", "reimages_file", "capacity_scheduler_file", "refresh_queues_command",
-        "recluster_interval_s",
-        "compact_interval_s", "slot_s",
+        "recluster_interval_s", "recluster_priority", "compact_interval_s", "slot_s",
     )}
     cfg = build_config(Path(args.config) if args.config else None, os.environ, flags)
     token = cfg.read_token()

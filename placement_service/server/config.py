@@ -14,6 +14,8 @@ from typing import Any
 
 from placement_service import HarvestError
 
+RECLUSTER_PRIORITIES = ("idle", "low", "normal")
+
 
 class ConfigError(HarvestError):
     """The service configuration is invalid."""
@@ -37,6 +39,10 @@ class ServiceConfig:
     compact_interval_s: float = 10.0  # close a log segment and store it as Parquet this often
     recluster_interval_s: float = 86400.0  # 0 disables scheduled re-clustering
     history_days: float = 14.0  # history used by re-clustering
+    # CPU priority of the re-clustering child: "idle" (SCHED_IDLE: only on otherwise idle CPU; never
+    # delays a request, but waits as long as the machine stays saturated), "low" (nice 19: always
+    # progresses, slowly) or "normal".
+    recluster_priority: str = "idle"
     current_window_s: float = 900.0  # window for each class's current CPU (class selection)
     # Policy inputs.
     inventory_file: Path | None = None  # optional inventory (racks, storage) for replica placement
@@ -125,4 +131,8 @@ def build_config(
         raise ConfigError("slot_s and compact_interval_s must be > 0, max_future_s >= 0")
     if (cfg.tls_cert_file is None) != (cfg.tls_key_file is None):
         raise ConfigError("TLS needs both tls_cert_file and tls_key_file")
+    if cfg.recluster_priority not in RECLUSTER_PRIORITIES:
+        raise ConfigError(
+            f"recluster_priority: expected one of {', '.join(RECLUSTER_PRIORITIES)}, got {cfg.recluster_priority!r}"
+        )
     return cfg

@@ -47,16 +47,23 @@ class ReclusterInput:
     node_tenant: Mapping[str, str] = field(default_factory=dict)
 
 
-def _lower_priority() -> None:
-    """Child initializer: lower priority and one compute thread (set before numpy / scikit-learn /
-    pyarrow load), so a re-clustering takes at most one core away from the request threads."""
+def _set_priority(priority: str = "idle") -> None:
+    """Child initializer: one compute thread (set before numpy / scikit-learn / pyarrow load) and the
+    configured CPU priority, so a re-clustering takes at most one core away from the request threads.
+
+    ``idle``: SCHED_IDLE, run only on an otherwise idle CPU, so the clustering never delays a request
+    thread (it still finishes in seconds when the machine has any idle time, but waits for as long
+    as the machine stays saturated); ``low``: nice 19, always progresses; ``normal``: unchanged.
+    """
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
         os.environ[var] = "1"
-    try:
-        # SCHED_IDLE: run only on an otherwise idle CPU, so the clustering never delays a request
-        # thread of the service (it still finishes in seconds when the machine has any idle time).
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
+    if priority == "idle":
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            return
+        except (AttributeError, OSError):
+            pass  # no SCHED_IDLE here: fall back to the lowest nice level
+    if priority in ("idle", "low"):
         try:
             os.nice(19)
         except OSError:
@@ -124,10 +131,12 @@ class ReclusterWorker:
         make_input: Callable[[], ReclusterInput],
         on_table: Callable[[int, dict[str, Any]], None],
         interval_s: float,
+        priority: str = "idle",
     ) -> None:
         self._make_input = make_input
         self._on_table = on_table
         self._interval_s = interval_s
+        self._priority = priority
         self._cond = threading.Condition()
         self._requested = False
         self._stopping = False
@@ -194,7 +203,8 @@ class ReclusterWorker:
             inp = self._make_input()
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_set_priority,
+                    initargs=(self._priority,),
                 )
             version, doc = self._pool.submit(recluster_and_store, inp).result()
             self._on_table(version, doc)

@@ -107,7 +107,9 @@ class PlacementService:
             "enabled": self._rm is not None, "last_error": "", "pushes": 0,
             "queue_refreshes": 0, "queue_refresh_error": "",
         }
-        self.recluster = ReclusterWorker(self._recluster_input, self.adopt_class_table, cfg.recluster_interval_s)
+        self.recluster = ReclusterWorker(
+            self._recluster_input, self.adopt_class_table, cfg.recluster_interval_s, cfg.recluster_priority
+        )
         self._stopping = threading.Event()
         self._compactor = threading.Thread(target=self._compact_loop, name="compactor", daemon=True)
 

@@ -21,7 +21,9 @@ import pytest
 TOKEN = "test-token-7f3a"
 RECLUSTER_WAIT_S = 180.0
 """Client timeout of ``POST /v1/recluster?wait=1``: a re-clustering child process (imports, fit) on two
-cores shared with other work can take well over the default 30 s."""
+cores shared with other work can take well over the default 30 s. Tests that wait for one also run it
+at ``--recluster-priority normal``: at the default ``idle`` it would wait for as long as other work
+kept both cores busy."""
 
 
 @dataclass

@@ -39,7 +39,7 @@ def _calls(log: Path) -> list[dict[str, object]]:
 
 def test_queues_are_refreshed_after_the_file_changes_and_only_then(tmp_path: Path) -> None:
     log, xml, _, args = _setup(tmp_path)
-    server = start_server(tmp_path / "data", *args)
+    server = start_server(tmp_path / "data", *args, "--recluster-priority", "normal")
     try:
         ingest_history(server, n_tenants=6, nodes_per_tenant=2, seed=3)
         status, st = server.call("POST", "/v1/recluster?wait=1", timeout_s=RECLUSTER_WAIT_S)
@@ -61,7 +61,7 @@ def test_queues_are_refreshed_after_the_file_changes_and_only_then(tmp_path: Pat
 def test_a_failing_refresh_is_reported_and_the_service_keeps_serving(tmp_path: Path) -> None:
     log, xml, fail, args = _setup(tmp_path)
     fail.write_text("1")
-    server = start_server(tmp_path / "data", *args)
+    server = start_server(tmp_path / "data", *args, "--recluster-priority", "normal")
     try:
         ingest_history(server, n_tenants=6, nodes_per_tenant=2, seed=3)
         assert server.call("POST", "/v1/recluster?wait=1", timeout_s=RECLUSTER_WAIT_S)[0] == 200

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import pytest
 
 from placement_service.core.types import Pattern
 from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
@@ -47,7 +48,7 @@ def test_recluster_round_trip_with_resource_manager_and_restart(tmp_path: Path) 
     cs_file = tmp_path / "capacity-scheduler.xml"
     with FakeResourceManager(labels={"periodic-0": False}) as rm:
         args = ("--rm-url", rm.url, "--capacity-scheduler-file", str(cs_file), "--recluster-interval-s", "0")
-        server = start_server(tmp_path / "data", *args)
+        server = start_server(tmp_path / "data", *args, "--recluster-priority", "normal")
         try:
             node_tenant = ingest_history(server, n_tenants=9, nodes_per_tenant=2, seed=5)
             status, job = server.call("POST", "/v1/jobs/select",
@@ -122,3 +123,37 @@ def test_classes_file_is_served_until_the_first_reclustering(tmp_path: Path) -> 
         assert status == 200 and job["classes"] == ["constant-0"] and job["queue"] == "constant-0"
     finally:
         server.stop()
+
+
+def test_recluster_priority_of_the_child_process() -> None:
+    """The initializer the re-clustering pool runs: SCHED_IDLE, nice 19, or untouched; one compute thread."""
+    import multiprocessing
+    import os
+
+    from placement_service.server.recluster import _set_priority
+
+    def probe(priority: str) -> tuple[int, int, str]:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(1, initializer=_set_priority, initargs=(priority,)) as pool:
+            return pool.apply(_scheduler_nice_threads)
+
+    base_nice = os.nice(0)
+    idle = probe("idle")
+    assert idle[0] == os.SCHED_IDLE and idle[2] == "1"
+    low = probe("low")
+    assert low[0] == os.SCHED_OTHER and low[1] == min(19, base_nice + 19)
+    normal = probe("normal")
+    assert normal[0] == os.SCHED_OTHER and normal[1] == base_nice
+
+
+def _scheduler_nice_threads() -> tuple[int, int, str]:
+    import os
+
+    return os.sched_getscheduler(0), os.nice(0), os.environ.get("OMP_NUM_THREADS", "")
+
+
+def test_bad_recluster_priority_is_named(tmp_path: Path) -> None:
+    from placement_service.server.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError, match="recluster_priority.*idle, low, normal.*'fast'"):
+        build_config(None, {"HARVEST_RECLUSTER_PRIORITY": "fast"}, {"data_dir": str(tmp_path)})
