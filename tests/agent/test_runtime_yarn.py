@@ -68,6 +68,10 @@ def test_yarn_mode_shrinks_node_kills_locally_and_remotely(node, rm, nm, tmp_pat
         run_until(agent, lambda: rm.node_resources[NODE_ID]["memory"] <= 2048 - 512 - 600)
         assert alive(containers[0].pid) and alive(containers[1].pid) and alive(primary.pid)
         assert rm.signals == [(CIDS[3], "FORCEFUL_SHUTDOWN")]  # no local process: asked the RM
+        # The RM update runs on the executor's worker thread, which records it as applied once the
+        # RM has answered: the RM can hold the new value a moment before the agent says so.
+        run_until(agent, lambda: (agent.explain()["yarn"]["applied"] or {}).get("memory_mb")
+                  == rm.node_resources[NODE_ID]["memory"])
         explained = agent.explain()
         assert [k["container"] for k in explained["recent_kills"]] == [CIDS[2]]
         assert explained["yarn"]["applied"]["memory_mb"] == rm.node_resources[NODE_ID]["memory"]
