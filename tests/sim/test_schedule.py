@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from placement_service.core.selection import SelectionConfig
+from placement_service.core.types import ClassTable
 from placement_service.sim.datacenter import SimDatacenter
 from placement_service.sim.policy import ClassRouter, fit_classes
 from placement_service.sim.schedule import (
@@ -16,7 +17,7 @@ from placement_service.sim.schedule import (
     youngest_victims,
 )
 from placement_service.sim.streams import Streams
-from placement_service.sim.workload import Arrivals, WorkloadConfig, build_workload
+from placement_service.sim.workload import Arrivals, Workload, WorkloadConfig, build_workload
 from tests.sim.conftest import chain_job, make_dc
 
 
@@ -105,7 +106,13 @@ def test_class_router_reports_current_use_and_servers(tiny_dc: SimDatacenter) ->
     assert sorted(np.concatenate([router.servers_of(np.array([c])) for c in range(len(router.ids))])) == list(range(n))
 
 
-def test_yarn_h_kills_fewer_tasks_than_pt_on_mixed_tenants() -> None:
+HISTORY_SLOTS = int(3 * 86400 / 300)
+
+
+def _daily_tenants_setup() -> tuple[SimDatacenter, ScheduleConfig, Workload, Arrivals, ClassTable, SelectionConfig,
+                                    Streams]:
+    """Eight tenants (flat and daily), two days of chain jobs after three days of history."""
+    from placement_service.sim.workload import poisson_arrivals
     from tests.sim.conftest import daily_cpu
 
     dc = make_dc(daily_cpu(8, 6.0, seed=3), servers_per_tenant=6)
@@ -114,11 +121,14 @@ def test_yarn_h_kills_fewer_tasks_than_pt_on_mixed_tenants() -> None:
     jobs = [chain_job(f"q{i}", [5 + 7 * i, 3 + i, 2]) for i in range(8)]
     s = Streams(5)
     wl = build_workload(jobs, cfg.workload, s.get("len"), total_cores=float(dc.inventory.cores.sum()))
-    from placement_service.sim.workload import poisson_arrivals
-
     arr = poisson_arrivals(wl, cfg.days * 86400, s.get("arr"), s.get("jobs"))
-    table, _ = fit_classes(dc, dc.cpu, int(3 * 86400 / 300), seed=0)
+    table, _ = fit_classes(dc, dc.cpu, HISTORY_SLOTS, seed=0)
     sel = SelectionConfig(short_max_s=wl.short_max_s, long_min_s=wl.long_min_s, reserve_frac=cfg.reserve_frac)
+    return dc, cfg, wl, arr, table, sel, s
+
+
+def test_yarn_h_kills_fewer_tasks_than_pt_on_mixed_tenants() -> None:
+    dc, cfg, wl, arr, table, sel, s = _daily_tenants_setup()
     pt = simulate_schedule(dc, dc.cpu, wl, arr, YarnSystem.PT, cfg, place_rng=s.fresh("p"), task_rng=s.fresh("t"))
     h = simulate_schedule(dc, dc.cpu, wl, arr, YarnSystem.H, cfg, place_rng=s.fresh("p"), task_rng=s.fresh("t"),
                           router=ClassRouter(table, dc, sel), select_rng=s.fresh("sel"))
@@ -150,20 +160,9 @@ def test_forecast_choice_takes_safe_cores_first_preferred_servers_first() -> Non
 def test_forecast_systems_kill_fewer_tasks_than_yarn_h_on_daily_tenants() -> None:
     from placement_service.core.forecast import fit_headroom_forecast
     from placement_service.sim.policy import history_series
-    from placement_service.sim.workload import poisson_arrivals
-    from tests.sim.conftest import daily_cpu
 
-    dc = make_dc(daily_cpu(8, 6.0, seed=3), servers_per_tenant=6)
-    cfg = ScheduleConfig(days=2.0, history_days=3.0, step_s=120.0,
-                         workload=WorkloadConfig(offered_core_frac=0.08, task_s=60.0, length_scale=10.0))
-    jobs = [chain_job(f"q{i}", [5 + 7 * i, 3 + i, 2]) for i in range(8)]
-    s = Streams(5)
-    wl = build_workload(jobs, cfg.workload, s.get("len"), total_cores=float(dc.inventory.cores.sum()))
-    arr = poisson_arrivals(wl, cfg.days * 86400, s.get("arr"), s.get("jobs"))
-    hist = int(3 * 86400 / 300)
-    table, _ = fit_classes(dc, dc.cpu, hist, seed=0)
-    forecast = fit_headroom_forecast(history_series(dc, dc.cpu, hist))
-    sel = SelectionConfig(short_max_s=wl.short_max_s, long_min_s=wl.long_min_s, reserve_frac=cfg.reserve_frac)
+    dc, cfg, wl, arr, table, sel, s = _daily_tenants_setup()
+    forecast = fit_headroom_forecast(history_series(dc, dc.cpu, HISTORY_SLOTS))
     out = {}
     for system in (YarnSystem.H, YarnSystem.PT_FORECAST, YarnSystem.H_FORECAST):
         router = ClassRouter(table, dc, sel) if system is not YarnSystem.PT_FORECAST else None
