@@ -80,9 +80,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
       bursts come at no fixed time), so with ``k > 0`` its grid peak is ``max(peak, mean + k * std)``.
       Default 0: the plain percentile, as in the paper. Periodic and constant tenants always keep
       their percentile; class tags are unaffected. Result in ``tenant_grid_peak_cpu_``.
-      Experimental: with ``k = 4`` the simulator's failed accesses fell 1.4-35x on three generated
-      5,000-server datacenters at 40-50% utilization but rose on a 600-server one (see
-      ``docs/results.md``), so it is off by default.
+      Experimental and off by default: with ``k = 4`` the simulator's failed accesses fell on two
+      generated 5,000-server datacenters at 40-50% utilization, rose on a third at 40% and on a
+      600-server one by ~1000x (see ``docs/simulator.md``).
     - The pattern thresholds of ``PatternThresholds`` (same names).
     - ``random_state`` seeds K-means (and the silhouette sample); ``chunk_rows`` bounds memory (rows
       per FFT batch).

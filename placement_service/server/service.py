@@ -20,6 +20,8 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shlex
+import subprocess
 import sys
 import threading
 import time
@@ -426,13 +428,10 @@ class PlacementService:
 
     def _refresh_queues(self) -> None:
         """Run ``refresh_queues_command`` (e.g. ``yarn rmadmin -refreshQueues``); failures are logged,
-        counted and shown in ``/v1/status``, never fatal."""
+        counted and shown in ``GET /v1/recluster`` (``resource_manager``), never fatal."""
         command = self.cfg.refresh_queues_command.strip()
         if not command:
             return
-        import shlex
-        import subprocess
-
         try:
             done = subprocess.run(shlex.split(command), capture_output=True, text=True,
                                   timeout=self.cfg.refresh_queues_timeout_s, check=False)

@@ -92,19 +92,7 @@ def schedule_figures(records: Sequence[Record], out_dir: str | Path, title: str 
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         paths.append(_save(fig, out / name))
-    # improvement of YARN-H (and YARN-H-forecast) over YARN-PT, paired by (scaling, level, run)
-    pt = {(r.get("scaling"), r["level"], r["run"]): r for r in records if r["system"] == "YARN-PT"}
-    pairs = [
-        {
-            "system": r["system"], "scaling": r.get("scaling"), "level": r["level"], "run": r["run"],
-            "utilization": r["utilization"],
-            "gain": 100.0 * (1.0 - r["avg_job_time_s"] / pt[k]["avg_job_time_s"]),
-        }
-        for r in records
-        if r["system"] in IMPROVED_SYSTEMS
-        and (k := (r.get("scaling"), r["level"], r["run"])) in pt
-        and pt[k]["avg_job_time_s"] > 0
-    ]
+    pairs = paired_gains(records)
     if pairs:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         _errorbar_lines(ax, pairs, ["system", "scaling"], "gain")
@@ -161,20 +149,31 @@ def availability_figures(records: Sequence[Record], out_dir: str | Path, title: 
     return [_save(fig, Path(out_dir) / "availability_failed.png")]
 
 
+def paired_gains(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """Job-time reduction of YARN-H and YARN-H-forecast against YARN-PT, ``100 * (1 - X / PT)``, one
+    entry per record of those systems paired with YARN-PT's record of the same (scaling, level, run)."""
+    pt = {(r.get("scaling"), r["level"], r["run"]): r for r in records if r["system"] == "YARN-PT"}
+    return [
+        {
+            "system": r["system"], "scaling": r.get("scaling"), "level": r["level"], "run": r["run"],
+            "utilization": r["utilization"],
+            "gain": 100.0 * (1.0 - r["avg_job_time_s"] / pt[k]["avg_job_time_s"]),
+        }
+        for r in records
+        if r["system"] in IMPROVED_SYSTEMS
+        and (k := (r.get("scaling"), r["level"], r["run"])) in pt
+        and pt[k]["avg_job_time_s"] > 0
+    ]
+
+
 def improvement_rows(docs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """Per schedule result (name, doc), system (YARN-H, YARN-H-forecast) and scaling: min / mean / max
-    over levels and runs of the system's job-time reduction against YARN-PT, ``100 * (1 - X / PT)``
-    paired by (level, run)."""
+    over levels and runs of :func:`paired_gains`."""
     rows = []
     for name, doc in docs:
-        recs = doc["records"]
-        pt = {(r.get("scaling"), r["level"], r["run"]): r for r in recs if r["system"] == "YARN-PT"}
         by_key: dict[tuple[str, str], list[float]] = {}
-        for r in recs:
-            key = (r.get("scaling"), r["level"], r["run"])
-            if r["system"] in IMPROVED_SYSTEMS and key in pt and pt[key]["avg_job_time_s"] > 0:
-                gain = 100.0 * (1.0 - r["avg_job_time_s"] / pt[key]["avg_job_time_s"])
-                by_key.setdefault((r["system"], str(r.get("scaling"))), []).append(gain)
+        for g in paired_gains(doc["records"]):
+            by_key.setdefault((g["system"], str(g["scaling"])), []).append(g["gain"])
         for (system, scaling), gains in sorted(by_key.items(), key=lambda kv: (kv[0][1], IMPROVED_SYSTEMS.index(kv[0][0]))):
             rows.append({"name": name, "datacenter": doc["datacenter"], "system": system, "scaling": scaling,
                          "min": min(gains), "mean": float(np.mean(gains)), "max": max(gains), "points": len(gains)})
