@@ -1,6 +1,6 @@
 """RAS capacity-solve benchmarks (figures for docs/bench/capacity.md).
 
-Cases (synthetic regions from ``placement_service.capacity.generate``, seeded):
+Cases (synthetic regions from ``placement_service.capacity.ras.generate``, seeded):
   small   1,000 servers / 20 reservations / 6 MSBs / 3 hardware types: time to a proven optimum.
   medium  20,000 / 200 / 20 MSBs / 6 types: time to a first feasible plan, time to a 2% gap.
   methods the medium model solved by each method (same model): LP bound, LP + rounding + repair,
@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from placement_service.capacity import io
-from placement_service.capacity.check import check_plan
-from placement_service.capacity.domain import Method, Problem, Region, Settings
-from placement_service.capacity.generate import generate_region, generate_requests
-from placement_service.capacity.plan import Plan
-from placement_service.capacity.solve import buffer_lower_bound, solve
+from placement_service.capacity.ras import io
+from placement_service.capacity.ras.check import check_plan
+from placement_service.capacity.ras.domain import Method, Problem, Region, Settings
+from placement_service.capacity.ras.generate import generate_region, generate_requests
+from placement_service.capacity.ras.plan import Plan
+from placement_service.capacity.ras.solve import buffer_lower_bound, solve
 
 
 def load() -> str:

@@ -100,12 +100,12 @@ def main() -> None:
     ap.add_argument("--hardware", type=int, default=6)
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from placement_service.capacity import io, ras_model
-    from placement_service.capacity.aggregate import aggregate
-    from placement_service.capacity.check import check_plan
-    from placement_service.capacity.disaggregate import disaggregate
-    from placement_service.capacity.domain import Problem, Settings
-    from placement_service.capacity.generate import generate_region, generate_requests
+    from placement_service.capacity.ras import io, ras_model
+    from placement_service.capacity.ras.aggregate import aggregate
+    from placement_service.capacity.ras.check import check_plan
+    from placement_service.capacity.ras.disaggregate import disaggregate
+    from placement_service.capacity.ras.domain import Problem, Settings
+    from placement_service.capacity.ras.generate import generate_region, generate_requests
 
     region = generate_region(n_servers=args.servers, n_msbs=args.msbs, n_hardware=args.hardware, seed=1)
     reqs = generate_requests(region, n_reservations=args.reservations, fill=0.8, seed=1)

@@ -22,10 +22,10 @@ import os
 import pathlib
 import time
 
-from placement_service.capacity.domain import Problem, Settings
-from placement_service.capacity.generate import generate_region, generate_requests
-from placement_service.capacity.scenario import Outage, replay
-from placement_service.capacity.solve import solve
+from placement_service.capacity.ras.domain import Problem, Settings
+from placement_service.capacity.ras.generate import generate_region, generate_requests
+from placement_service.capacity.ras.scenario import Outage, replay
+from placement_service.capacity.ras.solve import solve
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "failures"
 LANL = "LA-UR-05-7318-failure-data-1996-2005.csv.xz"

@@ -21,7 +21,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "placement_service.core.cli_decide",  # select, place
     "placement_service.server.cli",  # serve
     "placement_service.sim.cli",  # sim schedule|durability|availability
-    "placement_service.capacity.cli",  # ras solve|explain|generate
+    "placement_service.capacity.ras.cli",  # ras solve|explain|generate
     "agent.cli",  # agent
     "scheduler_plugin.cli",  # hive, route, capacity-scheduler, ...
     "placement_service.demo",  # demo

@@ -4,9 +4,9 @@ import dataclasses
 
 import numpy as np
 
-from placement_service.capacity.aggregate import aggregate
-from placement_service.capacity.disaggregate import disaggregate
-from placement_service.capacity.repair import greedy
+from placement_service.capacity.ras.aggregate import aggregate
+from placement_service.capacity.ras.disaggregate import disaggregate
+from placement_service.capacity.ras.repair import greedy
 
 
 def test_counts_are_honoured_and_previous_in_use_servers_stay(small_problem, small_plan):
@@ -39,7 +39,7 @@ def test_counts_are_honoured_and_previous_in_use_servers_stay(small_problem, sma
 
 
 def test_new_servers_spread_over_racks():
-    from placement_service.capacity.domain import Problem, Region, Request, Settings
+    from placement_service.capacity.ras.domain import Problem, Region, Request, Settings
 
     n = 80  # 2 MSBs x 4 racks x 10 servers, one hardware type
     region = Region(

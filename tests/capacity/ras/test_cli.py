@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from placement_service.capacity import io
+from placement_service.capacity.ras import io
 from placement_service.cli import main
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from placement_service.capacity.domain import Region, Request, Settings, Unmet
+from placement_service.capacity.ras.domain import Region, Request, Settings, Unmet
 
 
 def precheck(

@@ -96,10 +96,10 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _solve(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from placement_service.capacity import io
-    from placement_service.capacity.domain import Method, Problem
-    from placement_service.capacity.online import harvestable_columns
-    from placement_service.capacity.solve import buffer_lower_bound, solve
+    from placement_service.capacity.ras import io
+    from placement_service.capacity.ras.domain import Method, Problem
+    from placement_service.capacity.ras.online import harvestable_columns
+    from placement_service.capacity.ras.solve import buffer_lower_bound, solve
 
     region = io.read_inventory(args.inventory)
     requests, settings = io.read_requests(args.reservations)
@@ -116,7 +116,7 @@ def _solve(args: argparse.Namespace) -> int:
     if args.buffer_bound:
         doc["buffer_bound"] = buffer_lower_bound(problem)
     if not args.no_check:
-        from placement_service.capacity.check import check_plan
+        from placement_service.capacity.ras.check import check_plan
 
         problems = check_plan(io.region_columns(region), io.load_json(args.reservations), doc)
         doc["check"] = {"ok": not problems, "violations": problems[:50]}
@@ -143,7 +143,7 @@ def _solve(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from placement_service.capacity import CapacityError, io
+    from placement_service.capacity.ras import CapacityError, io
 
     plan = io.load_json(args.plan)
     rid = args.id
@@ -185,8 +185,8 @@ def _explain(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from placement_service.capacity import io
-    from placement_service.capacity.generate import generate_region, generate_requests
+    from placement_service.capacity.ras import io
+    from placement_service.capacity.ras.generate import generate_region, generate_requests
 
     region = generate_region(n_servers=args.servers, n_msbs=args.msbs, n_hardware=args.hardware,
                              n_datacenters=args.datacenters, seed=args.seed)  # fmt: skip
@@ -200,8 +200,8 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from placement_service.capacity import io
-    from placement_service.capacity.check import check_plan
+    from placement_service.capacity.ras import io
+    from placement_service.capacity.ras.check import check_plan
 
     region = io.read_inventory(args.inventory)
     problems = check_plan(io.region_columns(region), io.load_json(args.reservations), io.load_json(args.plan))
@@ -212,8 +212,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from placement_service.capacity import io
-    from placement_service.capacity.online import harvestable_columns
+    from placement_service.capacity.ras import io
+    from placement_service.capacity.ras.online import harvestable_columns
 
     region = io.read_inventory(args.inventory)
     cols = harvestable_columns(region, io.read_assignment(args.plan, region))
@@ -225,9 +225,9 @@ def _export(args: argparse.Namespace) -> int:
 def _move(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from placement_service.capacity import io
-    from placement_service.capacity.online import online_move, revocation_events
-    from placement_service.capacity.plan import replan
+    from placement_service.capacity.ras import io
+    from placement_service.capacity.ras.online import online_move, revocation_events
+    from placement_service.capacity.ras.plan import replan
 
     region = io.read_inventory(args.inventory)
     requests, settings = io.read_requests(args.reservations)
@@ -256,9 +256,9 @@ def _move(args: argparse.Namespace) -> int:
 
 
 def _grant(args: argparse.Namespace) -> int:
-    from placement_service.capacity import CapacityError, io
-    from placement_service.capacity.online import emergency_grant, revocation_events
-    from placement_service.capacity.plan import replan
+    from placement_service.capacity.ras import CapacityError, io
+    from placement_service.capacity.ras.online import emergency_grant, revocation_events
+    from placement_service.capacity.ras.plan import replan
 
     region = io.read_inventory(args.inventory)
     try:

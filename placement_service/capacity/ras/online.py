@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement_service.capacity.domain import (
+from placement_service.capacity.ras.domain import (
     ELASTIC_TENANT_PREFIX,
     SHARED_BUFFER_PREFIX,
     UNASSIGNED,

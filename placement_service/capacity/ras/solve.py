@@ -20,13 +20,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from placement_service.capacity import racks, ras_model
-from placement_service.capacity.aggregate import Aggregate, aggregate, with_fixed
-from placement_service.capacity.disaggregate import disaggregate
-from placement_service.capacity.domain import Method, Problem, SolverReport
-from placement_service.capacity.plan import Plan, build_plan
-from placement_service.capacity.precheck import precheck
-from placement_service.capacity.repair import greedy, round_and_repair
+from placement_service.capacity.ras import racks, ras_model
+from placement_service.capacity.ras.aggregate import Aggregate, aggregate, with_fixed
+from placement_service.capacity.ras.disaggregate import disaggregate
+from placement_service.capacity.ras.domain import Method, Problem, SolverReport
+from placement_service.capacity.ras.plan import Plan, build_plan
+from placement_service.capacity.ras.precheck import precheck
+from placement_service.capacity.ras.repair import greedy, round_and_repair
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from tests.capacity.helpers import violations
+from tests.capacity.ras.helpers import violations
 
 
 @pytest.fixture()
@@ -75,7 +75,7 @@ def test_checker_does_not_import_the_solver():
     import ast
     import pathlib
 
-    import placement_service.capacity.check as check
+    import placement_service.capacity.ras.check as check
 
     tree = ast.parse(pathlib.Path(check.__file__).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from placement_service.capacity.domain import Problem, Region, Request, Settings
-from placement_service.capacity.generate import generate_region, generate_requests
+from placement_service.capacity.ras.domain import Problem, Region, Request, Settings
+from placement_service.capacity.ras.generate import generate_region, generate_requests
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +25,6 @@ def small_problem(small_region: Region, small_requests: tuple[Request, ...]) -> 
 
 @pytest.fixture(scope="session")
 def small_plan(small_problem: Problem):  # type: ignore[no-untyped-def]
-    from placement_service.capacity.solve import solve
+    from placement_service.capacity.ras.solve import solve
 
     return solve(small_problem)

@@ -6,10 +6,10 @@ import itertools
 
 import numpy as np
 
-from placement_service.capacity import ras_model
-from placement_service.capacity.aggregate import aggregate
-from placement_service.capacity.domain import Problem, Region, Request, Settings
-from placement_service.capacity.repair import greedy
+from placement_service.capacity.ras import ras_model
+from placement_service.capacity.ras.aggregate import aggregate
+from placement_service.capacity.ras.domain import Problem, Region, Request, Settings
+from placement_service.capacity.ras.repair import greedy
 
 
 def _rows_ok(model, x):  # type: ignore[no-untyped-def]

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from placement_service.capacity.domain import Problem, Settings
-from placement_service.capacity.generate import generate_region, generate_requests
-from placement_service.capacity.solve import solve
-from tests.capacity.helpers import violations
+from placement_service.capacity.ras.domain import Problem, Settings
+from placement_service.capacity.ras.generate import generate_region, generate_requests
+from placement_service.capacity.ras.solve import solve
+from tests.capacity.ras.helpers import violations
 
 
 def test_rack_phase_lowers_rack_excess_and_keeps_msb_figures():

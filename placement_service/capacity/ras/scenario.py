@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from placement_service.capacity.domain import SHARED_BUFFER_PREFIX, Problem
-from placement_service.capacity.online import online_move
-from placement_service.capacity.solve import solve
+from placement_service.capacity.ras.domain import SHARED_BUFFER_PREFIX, Problem
+from placement_service.capacity.ras.online import online_move
+from placement_service.capacity.ras.solve import solve
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from placement_service.capacity.aggregate import Aggregate
-from placement_service.capacity.domain import Region
+from placement_service.capacity.ras.aggregate import Aggregate
+from placement_service.capacity.ras.domain import Region
 
 
 def disaggregate(region: Region, agg: Aggregate, y: np.ndarray) -> np.ndarray:

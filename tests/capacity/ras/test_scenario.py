@@ -5,12 +5,12 @@ from __future__ import annotations
 import csv
 import pathlib
 
-from placement_service.capacity.domain import Problem, Settings
-from placement_service.capacity.generate import generate_region, generate_requests
-from placement_service.capacity.scenario import Outage, replay
-from placement_service.capacity.solve import solve
+from placement_service.capacity.ras.domain import Problem, Settings
+from placement_service.capacity.ras.generate import generate_region, generate_requests
+from placement_service.capacity.ras.scenario import Outage, replay
+from placement_service.capacity.ras.solve import solve
 
-FIXTURE = pathlib.Path(__file__).parents[1] / "fixtures" / "capacity" / "lanl_system18_outages_excerpt.csv"
+FIXTURE = pathlib.Path(__file__).parents[2] / "fixtures" / "capacity" / "lanl_system18_outages_excerpt.csv"
 
 
 def test_lanl_outages_are_covered_by_the_shared_buffer():

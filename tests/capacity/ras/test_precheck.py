@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from placement_service.capacity.domain import Request, Settings
-from placement_service.capacity.precheck import precheck
+from placement_service.capacity.ras.domain import Request, Settings
+from placement_service.capacity.ras.precheck import precheck
 
 
 def test_hopeless_and_contradictory_requests_are_explained(small_region):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from placement_service.capacity import io
-from placement_service.capacity.check import check_plan
-from placement_service.capacity.domain import Problem
-from placement_service.capacity.plan import Plan
+from placement_service.capacity.ras import io
+from placement_service.capacity.ras.check import check_plan
+from placement_service.capacity.ras.domain import Problem
+from placement_service.capacity.ras.plan import Plan
 
 
 def reservations_doc(problem: Problem) -> dict[str, Any]:

@@ -4,9 +4,9 @@ import dataclasses
 
 import numpy as np
 
-from placement_service.capacity.aggregate import aggregate
-from placement_service.capacity.domain import Method
-from placement_service.capacity.solve import solve
+from placement_service.capacity.ras.aggregate import aggregate
+from placement_service.capacity.ras.domain import Method
+from placement_service.capacity.ras.solve import solve
 
 
 def test_classes_partition_the_available_servers(small_problem):
@@ -36,7 +36,7 @@ def test_previous_counts_and_eligibility(small_problem, small_plan):
 
 
 def test_aggregation_is_exact_same_optimum_as_the_per_server_model(small_region, small_requests):
-    from placement_service.capacity.domain import Problem, Settings
+    from placement_service.capacity.ras.domain import Problem, Settings
 
     # a slice small enough for the per-server model to be solved to optimality quickly
     keep = np.flatnonzero(small_region.msb < 3)[:60]
@@ -45,7 +45,7 @@ def test_aggregation_is_exact_same_optimum_as_the_per_server_model(small_region,
         datacenter=small_region.datacenter[keep], msb=small_region.msb[keep], rack=small_region.rack[keep],
         available=np.ones(len(keep), bool), in_use=np.zeros(len(keep), bool), extra={},
     )  # fmt: skip
-    from placement_service.capacity.domain import Request
+    from placement_service.capacity.ras.domain import Request
 
     reqs = (Request("a", 6, {"hw00": 1.0, "hw01": 1.5}), Request("b", 4, {"hw01": 1.0}))
     base = Settings(time_limit_s=20, method=Method.MIP, mip_rel_gap=0.0)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from placement_service.atomic import atomic_path
 from placement_service.capacity import CapacityError
-from placement_service.capacity.domain import Method, Region, Request, Settings
+from placement_service.capacity.ras.domain import Method, Region, Request, Settings
 
 REQUIRED_COLUMNS = ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
 OPTIONAL_COLUMNS = ("tenant", "environment", "cores", "memory_mb", "storage_gb")

@@ -5,9 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from placement_service.capacity.domain import Method, Problem, Request, Settings
-from placement_service.capacity.solve import buffer_lower_bound, solve
-from tests.capacity.helpers import violations
+from placement_service.capacity.ras.domain import Method, Problem, Request, Settings
+from placement_service.capacity.ras.solve import buffer_lower_bound, solve
+from tests.capacity.ras.helpers import violations
 
 
 def test_plan_meets_every_constraint_and_reports_its_bound(small_problem, small_plan):

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from placement_service.capacity.domain import Region, Request
+from placement_service.capacity.ras.domain import Region, Request
 
 
 def generate_region(

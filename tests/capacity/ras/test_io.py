@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from placement_service.capacity import CapacityError, io
-from placement_service.capacity.domain import Method
+from placement_service.capacity.ras import CapacityError, io
+from placement_service.capacity.ras.domain import Method
 
 HEADER = "server,hardware,datacenter,msb,rack,available,in_use\n"
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement_service.capacity.domain import Problem, shared_buffer_name
+from placement_service.capacity.ras.domain import Problem, shared_buffer_name
 
 
 @dataclass(frozen=True)

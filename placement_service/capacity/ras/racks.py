@@ -27,9 +27,9 @@ from collections.abc import Mapping
 import highspy
 import numpy as np
 
-from placement_service.capacity.aggregate import Aggregate
-from placement_service.capacity.domain import Region, Request, Settings
-from placement_service.capacity.rows import ConstraintRows
+from placement_service.capacity.ras.aggregate import Aggregate
+from placement_service.capacity.ras.domain import Region, Request, Settings
+from placement_service.capacity.ras.rows import ConstraintRows
 
 logger = logging.getLogger(__name__)
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement_service.capacity import ras_model
-from placement_service.capacity.aggregate import aggregate
-from placement_service.capacity.repair import greedy, round_and_repair
+from placement_service.capacity.ras import ras_model
+from placement_service.capacity.ras.aggregate import aggregate
+from placement_service.capacity.ras.repair import greedy, round_and_repair
 
 
 def _after_worst(agg, y, r):  # type: ignore[no-untyped-def]

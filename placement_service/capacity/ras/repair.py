@@ -22,8 +22,8 @@ import math
 
 import numpy as np
 
-from placement_service.capacity.aggregate import Aggregate
-from placement_service.capacity.domain import Settings
+from placement_service.capacity.ras.aggregate import Aggregate
+from placement_service.capacity.ras.domain import Settings
 
 
 def round_and_repair(agg: Aggregate, y_frac: np.ndarray, settings: Settings) -> np.ndarray:

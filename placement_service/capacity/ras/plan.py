@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement_service.capacity.domain import Region, Request, Settings, SolverReport, Unmet
+from placement_service.capacity.ras.domain import Region, Request, Settings, SolverReport, Unmet
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ import dataclasses
 
 import numpy as np
 
-from placement_service.capacity.domain import Request
-from placement_service.capacity.online import (
+from placement_service.capacity.ras.domain import Request
+from placement_service.capacity.ras.online import (
     emergency_grant,
     harvestable_columns,
     harvestable_inventory,

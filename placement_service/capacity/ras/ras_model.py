@@ -17,9 +17,9 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from placement_service.capacity.aggregate import Aggregate
-from placement_service.capacity.domain import Request, Settings
-from placement_service.capacity.rows import ConstraintRows
+from placement_service.capacity.ras.aggregate import Aggregate
+from placement_service.capacity.ras.domain import Request, Settings
+from placement_service.capacity.ras.rows import ConstraintRows
 
 logger = logging.getLogger(__name__)
 
