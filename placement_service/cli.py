@@ -22,6 +22,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "placement_service.core.cli_decide",  # select, place
     "placement_service.server.cli",  # serve
     "placement_service.sim.cli",  # sim schedule|durability|availability
+    "placement_service.sim.cli_whatif",  # whatif (trace files -> report.md)
     "placement_service.capacity.ras.cli",  # ras solve|explain|generate
     "agent.cli",  # agent
     "scheduler_plugin.cli",  # hive, route, capacity-scheduler, ...
