@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from placement_service import HarvestError
 
 _COMMAND_MODULES: tuple[str, ...] = (
-    "placement_service.traces.cli",  # generate
+    "placement_service.traces.cli",  # generate, convert-real, check-traces
+    "placement_service.traces.cli_import",  # import (an operator's own exports)
     "placement_service.core.cli_cluster",  # cluster
     "placement_service.core.cli_decide",  # select, place
     "placement_service.server.cli",  # serve
     "placement_service.sim.cli",  # sim schedule|durability|availability
+    "placement_service.sim.cli_whatif",  # whatif (trace files -> report.md)
     "placement_service.capacity.ras.cli",  # ras solve|explain|generate
     "agent.cli",  # agent
     "scheduler_plugin.cli",  # hive, route, capacity-scheduler, ...

@@ -105,6 +105,18 @@ class SelectionConfig:
                     )
 
 
+def thresholds_from_history(
+    durations_s: Sequence[float], *, min_jobs: int = 30, quantiles: tuple[float, float] = (1 / 3, 2 / 3)
+) -> tuple[float, float] | None:
+    """(short_max_s, long_min_s) from the job lengths seen: their ``quantiles`` (default thirds, so
+    each type holds about a third of the jobs, as the simulator does); None below ``min_jobs``."""
+    d = np.asarray([x for x in durations_s if x is not None and math.isfinite(x) and x >= 0.0], dtype=np.float64)
+    if len(d) < min_jobs:
+        return None
+    lo, hi = (float(v) for v in np.quantile(d, quantiles))
+    return lo, max(lo, hi)
+
+
 def job_type(last_duration_s: float | None, config: SelectionConfig) -> JobType:
     """Short / medium / long from the last run's duration (seconds); unknown (None) = medium."""
     if last_duration_s is None:
@@ -231,6 +243,47 @@ class ClassSelector:
 
     def select_typed(self, job_type: JobType, max_concurrency: int, rng: np.random.Generator) -> Selection:
         """Class selection for a job of ``job_type`` needing ``max_concurrency`` containers at once."""
+        return self._select(job_type, max_concurrency, rng, None)
+
+    def explain(self, job: Job, rng: np.random.Generator) -> tuple[Selection, dict[str, object]]:
+        """The decision of :meth:`select` (same draws from ``rng``) with every input behind it.
+
+        The explanation names the job type and why, the demand, each class's formula inputs
+        (avg / peak / current CPU, the headroom formula for this type, headroom, usable headroom
+        after the reserve, capacity in containers, ranking weight, weighted headroom, whether it
+        fits alone), the rule that decided (one class alone, several, or none) and the draw.
+        """
+        jt = job_type(job.last_duration_s, self.config)
+        req = max_concurrency(job)
+        trace: dict[str, object] = {}
+        sel = self._select(jt, req, rng, trace)
+        cap, weighted, h = self._capacity[jt], self._weighted[jt], self.headrooms(jt)
+        formula = {JobType.SHORT: "1 - cur", JobType.MEDIUM: "1 - max(avg, cur)", JobType.LONG: "1 - max(peak, cur)"}[jt]
+        cfg = self.config
+        why = ("never ran: medium" if job.last_duration_s is None else
+               f"last run {job.last_duration_s:g} s; short < {cfg.short_max_s:g} s <= medium < {cfg.long_min_s:g} s <= long")
+        candidates = [
+            {
+                "class": cid, "pattern": c.pattern.value, "avg_cpu": float(self._avg[i]), "peak_cpu": float(self._peak[i]),
+                "current_cpu": float(self._cur[i]), "cores": float(self._cores[i]), "headroom_formula": formula,
+                "headroom": float(h[i]), "usable_headroom": float(max(0.0, h[i] - cfg.reserve_frac)),
+                "capacity_containers": None if math.isinf(cap[i]) else float(cap[i]),
+                "weight": float(self._weight[jt][i]), "weighted_headroom": float(weighted[i]),
+                "fits_alone": bool(cap[i] >= req and weighted[i] > 0.0), "chosen": cid in sel.classes,
+            }
+            for i, (cid, c) in enumerate(zip(self.ids, self.classes, strict=True))
+        ]
+        return sel, {
+            "job_type": jt.value, "job_type_reason": why, "max_concurrency": req,
+            "settings": {"short_max_s": cfg.short_max_s, "long_min_s": cfg.long_min_s,
+                         "reserve_frac": cfg.reserve_frac, "container_cores": cfg.container_cores},
+            "capacity_formula": "cores * max(0, headroom - reserve_frac) / container_cores",
+            "candidates": candidates, **trace, "classes": list(sel.classes),
+        }
+
+    def _select(
+        self, job_type: JobType, max_concurrency: int, rng: np.random.Generator, trace: dict[str, object] | None
+    ) -> Selection:
         req = int(max_concurrency)
         if req < 1:
             raise PolicyError(f"select: max_concurrency must be >= 1, got {max_concurrency}")
@@ -241,7 +294,13 @@ class ClassSelector:
         cum = np.cumsum(fit_w)
         total = float(cum[-1]) if len(cum) else 0.0
         if total > 0.0:
-            i = int(np.searchsorted(cum, rng.random() * total, side="right"))
+            u = rng.random()
+            i = int(np.searchsorted(cum, u * total, side="right"))
+            if trace is not None:
+                trace.update(rule="one class fits alone: drawn with probability proportional to weighted headroom",
+                             draw={"uniform": float(u), "point": float(u * total), "total_weight": total,
+                                   "probabilities": {self.ids[j]: float(fit_w[j] / total)
+                                                     for j in np.flatnonzero(fit_w > 0.0)}})
             return Selection(job_type, req, (self.ids[min(i, len(cum) - 1)],))
         # Several classes: weighted sampling without replacement (exponential keys E_i / w_i sorted
         # ascending give that order), taking classes until their capacity covers the demand.
@@ -251,7 +310,16 @@ class ClassSelector:
             order = idx[np.argsort(keys, kind="stable")]
             covered = np.cumsum(cap[order])
             k = min(int(np.searchsorted(covered, req, side="left")), len(order) - 1)
+            if trace is not None:
+                trace.update(rule="no class fits alone; eligible classes together do: drawn one by one without "
+                             "replacement (exponential keys / weighted headroom) until their capacity covers the demand",
+                             draw={"order": [self.ids[j] for j in order],
+                                   "keys": {self.ids[j]: float(kv) for j, kv in zip(idx, keys, strict=True)},
+                                   "cumulative_capacity": [float(x) for x in covered[: k + 1]]})
             return Selection(job_type, req, tuple(self.ids[j] for j in order[: k + 1]))
+        if trace is not None:
+            trace.update(rule=f"the eligible classes together hold {self._eligible_total[job_type]:g} containers, "
+                         f"fewer than the {req} needed: none chosen (the job should wait)", draw=None)
         return Selection(job_type, req, ())
 
 

@@ -69,6 +69,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--levels", type=_floats, default=[0.2, 0.3, 0.4, 0.5, 0.6], help="utilization levels")
     p.add_argument("--scaling", choices=["linear", "root"], default="linear")
     p.add_argument("--days", type=float, default=30.0, help="simulated days after the history (default 30)")
+    p.add_argument("--jobs", metavar="DIR",
+                   help="a folder of job JSON files (the format of 'harvest select --job') to draw arrivals from "
+                        "(default: the 99 bundled TPC-DS DAGs)")
     p.add_argument("--systems", default="YARN-PT,YARN-H,YARN-H-forecast",
                    help="comma list of YARN-Stock, YARN-PT, YARN-PT-spread, YARN-H, YARN-PT-forecast, "
                         "YARN-H-forecast (default: YARN-PT,YARN-H,YARN-H-forecast)")
@@ -152,6 +155,26 @@ def load_input(args: argparse.Namespace) -> Any:
     return dcm.load_datacenter(args.utilization, args.inventory, args.reimages, name=args.name)
 
 
+def load_jobs(folder: str) -> list[Any]:
+    """Every ``*.json`` job of ``folder`` (sorted by name), each checked by the core's job parser."""
+    from placement_service.core.dag import parse_job
+
+    path = Path(folder)
+    if not path.is_dir():
+        raise SimUsageError(f"--jobs {folder}: not a folder of job JSON files")
+    files = sorted(path.glob("*.json"))
+    if not files:
+        raise SimUsageError(f"--jobs {folder}: no *.json job files")
+    jobs = []
+    for f in files:
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, ValueError) as exc:
+            raise SimUsageError(f"{f}: cannot read the job JSON: {exc}") from None
+        jobs.append(parse_job(doc, source=str(f)))
+    return jobs
+
+
 E = TypeVar("E", bound=StrEnum)
 
 
@@ -210,7 +233,7 @@ def _schedule(args: argparse.Namespace) -> int:
     dc = load_input(args)
     records = run_schedule(
         dc, levels=args.levels, scaling=Scaling(args.scaling), runs=args.runs, seed=args.seed, config=config,
-        systems=systems,
+        systems=systems, jobs=load_jobs(args.jobs) if args.jobs else None,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "schedule", dc, settings, records, t0)

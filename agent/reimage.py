@@ -1,0 +1,118 @@
+"""Notice that this node was reimaged, so the placement service learns reimages live.
+
+A reimage wipes the disks: the node boots again (a new kernel boot id) and the DataNode's data
+directories come back empty. The agent keeps the last boot id it saw in its state directory and a
+small marker file inside each DataNode data directory. At start-up:
+
+    reimaged = the boot id changed AND a marker is missing from some data directory
+
+A plain reboot keeps the markers (no reimage); a disk swapped while running is not a reimage of
+the primary's server. An operator can also say so explicitly (``harvest agent report-reimage``),
+for reimages the agent cannot see (no DataNode directories configured, a new agent install).
+Detected or declared events wait in ``STATE_DIR/reimages.pending.jsonl`` (one JSON object a line:
+``{"node", "timestamp", "how"}``) until the placement service acknowledges them, so none is lost
+while the service is down. :func:`detect` is pure; the rest is the small file adapter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from placement_service.atomic import atomic_write
+
+logger = logging.getLogger(__name__)
+
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+MARKER_NAME = ".harvest-agent-marker"
+PENDING_NAME = "reimages.pending.jsonl"
+BOOT_ID_NAME = "boot-id"
+
+
+@dataclass(frozen=True)
+class ReimageEvent:
+    node: str
+    timestamp: float  # epoch seconds (the boot time for a detected reimage)
+    how: str  # "detected" | "declared"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"node": self.node, "timestamp": self.timestamp, "how": self.how}
+
+
+def detect(previous_boot_id: str | None, boot_id: str, markers_present: Sequence[bool]) -> bool:
+    """A reimage: a new boot whose DataNode directories lost a marker (first run: never)."""
+    if previous_boot_id is None or not markers_present:
+        return False
+    return boot_id != previous_boot_id and not all(markers_present)
+
+
+def read_boot_id(path: str = BOOT_ID_PATH) -> str:
+    with open(path, encoding="ascii") as f:
+        return f.read().strip()
+
+
+class ReimageWatch:
+    """File adapter: boot id in the state dir, markers in the DataNode dirs, a pending queue."""
+
+    def __init__(self, node: str, state_dir: str, datanode_dirs: Sequence[str], *,
+                 boot_id_path: str = BOOT_ID_PATH) -> None:
+        self.node = node
+        self.state = Path(state_dir)
+        self.datanode_dirs = [Path(d) for d in datanode_dirs]
+        self.boot_id_path = boot_id_path
+
+    @property
+    def pending_path(self) -> Path:
+        return self.state / PENDING_NAME
+
+    def check_at_start(self, boot_time_s: float) -> ReimageEvent | None:
+        """Compare with the last run, queue an event if reimaged, then re-arm boot id and markers."""
+        boot_id = read_boot_id(self.boot_id_path)
+        prev_path = self.state / BOOT_ID_NAME
+        previous = prev_path.read_text().strip() if prev_path.exists() else None
+        markers = [(d / MARKER_NAME).exists() for d in self.datanode_dirs]
+        event = None
+        if detect(previous, boot_id, markers):
+            event = ReimageEvent(self.node, float(boot_time_s), "detected")
+            self.queue(event)
+            logger.warning("node %s looks reimaged (new boot id, DataNode directories emptied); reporting it",
+                           self.node)
+        for d in self.datanode_dirs:
+            if d.is_dir() and not (d / MARKER_NAME).exists():
+                atomic_write(str(d / MARKER_NAME), f"{self.node}\n")
+        atomic_write(str(prev_path), boot_id + "\n")
+        return event
+
+    def queue(self, event: ReimageEvent) -> None:
+        """Append to the pending queue (rewritten atomically: the file is small)."""
+        lines = self.pending_path.read_text().splitlines() if self.pending_path.exists() else []
+        lines.append(json.dumps(event.as_dict(), sort_keys=True))
+        atomic_write(str(self.pending_path), "\n".join(lines) + "\n")
+
+    def pending(self) -> list[ReimageEvent]:
+        if not self.pending_path.exists():
+            return []
+        out = []
+        for i, line in enumerate(self.pending_path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                out.append(ReimageEvent(str(d["node"]), float(d["timestamp"]), str(d["how"])))
+            except (ValueError, KeyError, TypeError):
+                logger.error("%s: line %d is not a reimage event; skipped", self.pending_path, i)
+        return out
+
+    def acknowledge(self, events: Sequence[ReimageEvent]) -> None:
+        """Drop acknowledged events from the queue (events queued meanwhile stay)."""
+        done = {json.dumps(e.as_dict(), sort_keys=True) for e in events}
+        left = [json.dumps(e.as_dict(), sort_keys=True) for e in self.pending()]
+        left = [x for x in left if x not in done]
+        if left:
+            atomic_write(str(self.pending_path), "\n".join(left) + "\n")
+        elif self.pending_path.exists():
+            os.unlink(self.pending_path)

@@ -1,0 +1,56 @@
+"""``harvest whatif``: trace files in, one Markdown report with figures out (see ``sim/whatif.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "whatif",
+        help="from your trace files to a what-if report: classes, job-time gain, lost blocks, failed reads",
+        description=(
+            "Run clustering and the schedule, durability and availability simulations at the utilization "
+            "your data has (and one step either side), then write DIR/report.md with PNG figures: the "
+            "classes found, the expected job-time gain and killed tasks against YARN-PT, lost blocks and "
+            "failed accesses against stock HDFS, and what to configure (reserve, replication). Inputs are "
+            "the trace files of 'harvest import' / 'harvest generate'. Without --reimages, reimages are "
+            "drawn from the generator's model and the report says so. Progress is printed per step."
+        ),
+    )
+    p.add_argument("--utilization", required=True, help="utilization samples (timestamp, server, tenant, cpu)")
+    p.add_argument("--inventory", required=True, help="inventory (server, tenant, environment, rack, ...)")
+    p.add_argument("--reimages", help="reimage events (timestamp, server); default: synthetic, said in the report")
+    p.add_argument("--jobs", metavar="DIR", help="folder of job JSON files (default: the bundled TPC-DS DAGs)")
+    p.add_argument("--out", required=True, help="output folder (report.md, figures, raw results)")
+    p.add_argument("--level-step", type=float, default=0.1,
+                   help="utilization step either side of the data's own level (default 0.1)")
+    p.add_argument("--runs", type=int, default=1, help="runs per point (default 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--history-days", type=float, default=7.0, help="days of history the policy learns from")
+    p.add_argument("--durability-blocks", type=int, default=500_000, help="blocks in the durability run")
+    p.add_argument("--durability-days", type=float, default=365.0, help="days of the durability run")
+    p.set_defaults(func=_whatif)
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    from placement_service.sim.whatif import WhatIfConfig, WhatIfError, run_whatif
+
+    for flag, value, low in (("--level-step", args.level_step, 0.0), ("--history-days", args.history_days, 0.0),
+                             ("--durability-days", args.durability_days, 0.0)):
+        if not (math.isfinite(value) and value > low):
+            raise WhatIfError(f"{flag}: expected a positive number, got {value}")
+    if args.runs < 1 or args.durability_blocks < 1:
+        raise WhatIfError("--runs and --durability-blocks must be >= 1")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise WhatIfError(f"--out {args.out}: exists and is not a folder")
+    config = WhatIfConfig(level_step=args.level_step, history_days=args.history_days, runs=args.runs,
+                          seed=args.seed, durability_blocks=args.durability_blocks,
+                          durability_days=args.durability_days)
+    run_whatif(utilization=args.utilization, inventory=args.inventory, reimages=args.reimages, out=out,
+               config=config, jobs=args.jobs)
+    return 0

@@ -1,0 +1,462 @@
+"""An operator's own monitoring exports -> the three trace files (``harvest import``).
+
+Monitoring systems export per-server CPU in one of two layouts, as CSV or Parquet:
+
+- **long**: one row per (time, server): ``timestamp, server, cpu[, tenant, memory]`` under any
+  column names (mapped with ``--utilization-columns timestamp=ts,server=host,cpu=cpu_pct``);
+- **wide**: a time column, then one column per server (the column name is the server).
+
+What this module does that the strict loaders (:mod:`placement_service.traces.io`) refuse:
+
+1. **Gaps stay gaps.** An empty cell (wide) or a row with an empty CPU value (long) is a missing
+   sample, not an error: it is dropped and counted. Tenant series keep long gaps as gaps
+   (:func:`placement_service.traces.series.tenant_series`), so a multi-day outage never becomes a
+   flat line. Servers may use different sampling intervals and start on different dates.
+2. **The real time is kept.** Timestamps are written as given (epoch seconds or ISO 8601, or
+   epoch milliseconds with ``time_unit="ms"``); nothing is moved to a fixed start date.
+3. **CPU above 100%** (hyperthreading, burst credits): refused by default naming the row; with
+   ``clip_cpu`` clipped to 100% and counted. The unit (fraction 0..1 or percent 0..100) is given
+   or detected (``auto``: percent when any value exceeds 1.5), and the report says which.
+4. **Inventories as event logs** (one row per change of a machine): ``event_log=True`` keeps the
+   last row per server (by the mapped ``timestamp`` column when there is one, else file order).
+   Missing inventory columns get stated defaults: ``environment`` = the tenant, ``rack`` =
+   ``"unknown-rack"``, capacities from ``defaults`` (an error names the column when none is given).
+5. **Reimage logs** are kept whole, whatever their span (the simulator decides how a log longer
+   than the utilization window is used, and says so); events of servers outside the inventory
+   are dropped and counted. With no log, :func:`synthetic_reimages` draws them from the
+   generator's model over the utilization window, and the report says they are synthetic.
+
+Everything is validated in memory with the same column checks as the strict loaders (errors name
+the file, the 1-based data row and the column), then the files are written together atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from placement_service.core.types import Inventory, ReimageEvents
+from placement_service.traces import io
+from placement_service.traces.columns import (
+    TraceError,
+    categorical,
+    check_duplicates,
+    check_one_tenant_per_server,
+    file_kind,
+    first_true,
+    float_column,
+    string_column,
+    timestamp_s_column,
+)
+
+logger = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike[str]
+DAY_S = 86400.0
+UNKNOWN_RACK = "unknown-rack"
+# ``auto`` CPU unit: percent when any value is above this (no fraction trace reaches 150%).
+AUTO_PERCENT_ABOVE = 1.5
+_CONTRACT = {
+    "utilization": ("timestamp", "server", "cpu", "tenant", "memory"),
+    "inventory": ("server", "tenant", "environment", "rack", "cores", "memory_mb", "storage_gb",
+                  "hardware", "datacenter", "msb", "timestamp", "ip"),
+    "reimages": ("timestamp", "server"),
+}
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """How to read the user's files. Column maps are ``contract name -> the file's column name``."""
+
+    layout: str = "auto"  # long | wide | auto (long when server/cpu are mapped or columns of those names exist)
+    cpu_unit: str = "auto"  # fraction | percent | auto
+    clip_cpu: bool = False
+    time_unit: str = "s"  # s | ms (numeric timestamps only)
+    utilization_columns: Mapping[str, str] = field(default_factory=dict)
+    inventory_columns: Mapping[str, str] = field(default_factory=dict)
+    reimage_columns: Mapping[str, str] = field(default_factory=dict)
+    inventory_event_log: bool = False
+    offset_start_s: float = 0.0  # utilization times are offsets from this epoch time (0: absolute)
+    defaults: Mapping[str, float] = field(default_factory=dict)  # cores, memory_mb, storage_gb
+
+
+@dataclass
+class ImportReport:
+    """What the import did, for the command's summary (every adjustment is counted here)."""
+
+    layout: str = ""
+    cpu_unit: str = ""
+    samples: int = 0
+    servers: int = 0
+    tenants: int = 0
+    empty_cells: int = 0
+    clipped: int = 0
+    first_s: float = 0.0
+    last_s: float = 0.0
+    interval_s_by_server: dict[str, int] = field(default_factory=dict)  # median interval -> servers
+    inventory_rows: int = 0
+    inventory_servers: int = 0
+    inventory_source: str = ""
+    defaults_used: dict[str, str] = field(default_factory=dict)
+    reimages: int = 0
+    reimages_dropped_unknown: int = 0
+    reimage_span_days: float = 0.0
+    reimage_source: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def parse_column_map(text: str | None, kind: str) -> dict[str, str]:
+    """``'timestamp=ts,server=host'`` -> {contract name: file column}; unknown names are errors."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise TraceError(f"--{kind}-columns", f"expected NAME=COLUMN pairs separated by commas, got {part!r}")
+        if key not in _CONTRACT[kind]:
+            raise TraceError(f"--{kind}-columns", f"unknown name {key!r}; expected one of {', '.join(_CONTRACT[kind])}")
+        out[key] = value
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading any CSV / Parquet file whole
+# ----------------------------------------------------------------------------------------------
+
+
+def read_any(path: PathLike, text_columns: tuple[str, ...] = ()) -> pa.Table:
+    """All columns of a CSV (optionally gzip) or Parquet file; ``text_columns`` are read as text."""
+    p = Path(path)
+    kind = file_kind(p)
+    if not p.is_file():
+        raise TraceError(p, "no such file" if not p.exists() else "not a regular file")
+    try:
+        if kind == "parquet":
+            return pq.read_table(p)
+        with pacsv.open_csv(p) as reader:
+            names = reader.schema.names
+        types = {c: pa.string() for c in text_columns if c in names}
+        try:
+            return pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(column_types=types))
+        except pa.ArrowInvalid:
+            # Inference failed on a later block: read all as text, let the column checks name the row.
+            return pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string())))
+    except (pa.ArrowException, OSError) as exc:
+        raise TraceError(p, f"cannot read the {kind} file: {exc}") from None
+
+
+def _renamed(path: PathLike, table: pa.Table, mapping: Mapping[str, str], required: tuple[str, ...]) -> pa.Table:
+    """The table with mapped columns under their contract names; a missing mapped column is named."""
+    names = table.column_names
+    out: dict[str, pa.ChunkedArray] = {}
+    for contract, source in mapping.items():
+        if source not in names:
+            raise TraceError(path, f"no column {source!r} (mapped to {contract!r}); the file has {', '.join(names)}")
+        out[contract] = table.column(source)
+    for contract in names:
+        if contract not in out and contract not in mapping.values():
+            out[contract] = table.column(contract)
+    missing = [c for c in required if c not in out]
+    if missing:
+        raise TraceError(
+            path, f"missing column(s) {', '.join(map(repr, missing))}; map them with NAME=COLUMN "
+            f"(the file has {', '.join(names)})",
+        )
+    return pa.table(out)
+
+
+def _times(path: PathLike, table: pa.Table, time_unit: str) -> np.ndarray:
+    ts = timestamp_s_column(path, table, "timestamp") if time_unit == "s" else None
+    if ts is None:  # milliseconds: numbers only
+        ts = float_column(path, table, "timestamp", "epoch milliseconds") / 1000.0
+    return ts
+
+
+def _numbers_with_gaps(path: PathLike, table: pa.Table, name: str) -> np.ndarray:
+    """A numeric column as float64 with NaN for empty cells; text that is not a number is an error."""
+    col = table.column(name)
+    if pa.types.is_null(col.type):  # a column with no value at all (a server that never reported)
+        return np.full(len(col), np.nan)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        stripped = pc.utf8_trim_whitespace(col)
+        col = pc.if_else(pc.equal(pc.utf8_length(stripped), 0), pa.scalar(None, pa.string()), stripped)
+    filled = pa.table({name: pc.fill_null(col, "0" if pa.types.is_string(col.type) else 0)})
+    values = float_column(path, filled, name, "a number")
+    nulls = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
+    values[nulls] = np.nan
+    return values
+
+
+# ----------------------------------------------------------------------------------------------
+# Utilization
+# ----------------------------------------------------------------------------------------------
+
+
+def import_utilization(
+    path: PathLike, opts: ImportOptions, report: ImportReport, tenant_of: Mapping[str, str] | None = None
+) -> io.UtilizationSamples:
+    """Read a long or wide utilization export into samples (fractions, real times, gaps dropped)."""
+    mapping = dict(opts.utilization_columns)
+    table = read_any(path, text_columns=tuple(mapping.get(c, c) for c in ("server", "tenant")))
+    layout = opts.layout
+    if layout == "auto":
+        names = table.column_names
+        mapped_long = any(k in mapping for k in ("server", "cpu", "tenant", "memory"))
+        layout = "long" if mapped_long or ("server" in names and "cpu" in names) else "wide"
+    report.layout = layout
+    if layout == "long":
+        table = _renamed(path, table, mapping, ("timestamp", "server", "cpu"))
+        ts = _times(path, table, opts.time_unit) + opts.offset_start_s
+        server_names, server_codes = string_column(path, table, "server")
+        cpu = _numbers_with_gaps(path, table, "cpu")
+        memory = _numbers_with_gaps(path, table, "memory") if "memory" in table.column_names else None
+        tenant = string_column(path, table, "tenant") if "tenant" in table.column_names else None
+        rows = np.arange(len(ts)) + 1
+        cpu_column = mapping.get("cpu", "cpu")
+    else:
+        time_col = mapping.get("timestamp", "timestamp" if "timestamp" in table.column_names else table.column_names[0])
+        if time_col not in table.column_names:
+            raise TraceError(path, f"no time column {time_col!r}; the file has {', '.join(table.column_names)}")
+        servers = [c for c in table.column_names if c != time_col]
+        if not servers:
+            raise TraceError(path, "wide layout: expected a time column and at least one server column")
+        times = _times(path, pa.table({"timestamp": table.column(time_col)}), opts.time_unit) + opts.offset_start_s
+        cols = [_numbers_with_gaps(path, table, c) for c in servers]
+        n = len(times)
+        ts = np.tile(times, len(servers))
+        cpu = np.concatenate(cols) if cols else np.empty(0)
+        server_names = np.asarray(servers, dtype=object)
+        server_codes = np.repeat(np.arange(len(servers), dtype=np.int32), n)
+        memory, tenant = None, None
+        rows = np.tile(np.arange(n) + 1, len(servers))
+        cpu_column = None  # the column is the server's
+    # 1. Gaps: empty CPU cells are missing samples.
+    keep = np.isfinite(cpu)
+    report.empty_cells = int((~keep).sum())
+    # 2. Unit and range.
+    seen = cpu[keep]
+    unit = opts.cpu_unit
+    if unit == "auto":
+        unit = "percent" if seen.size and float(seen.max()) > AUTO_PERCENT_ABOVE else "fraction"
+    report.cpu_unit = unit
+    scale = 100.0 if unit == "percent" else 1.0
+    cpu = cpu / scale
+    negative = keep & (cpu < 0)
+    if negative.any():
+        i = first_true(negative)
+        raise TraceError(path, f"expected a CPU value >= 0, got {cpu[i] * scale:g}", row=int(rows[i]),
+                         column=cpu_column or str(server_names[server_codes[i]]))
+    over = keep & (cpu > 1.0 + 1e-6)
+    if over.any() and not opts.clip_cpu:
+        i = first_true(over)
+        raise TraceError(
+            path, f"CPU {cpu[i] * scale:g} is above 100% ({unit}); pass --clip-cpu to clip such samples to 100% "
+            "(they are counted)", row=int(rows[i]), column=cpu_column or str(server_names[server_codes[i]]),
+        )
+    report.clipped = int(over.sum())
+    cpu = np.minimum(cpu, 1.0)
+    if memory is not None:
+        memory = np.clip(memory / scale, 0.0, 1.0)
+        keep &= np.isfinite(memory)
+    ts, server_codes, cpu = ts[keep], server_codes[keep], cpu[keep]
+    memory = memory[keep] if memory is not None else None
+    if not len(ts):
+        raise TraceError(path, "no samples: every CPU cell is empty")
+    check_duplicates(path, server_codes, server_names, ts)
+    # 3. Tenants: the file's column, else the inventory's, else each server is its own tenant.
+    if tenant is not None:
+        tenant_names, tenant_codes = tenant[0], tenant[1][keep]
+        check_one_tenant_per_server(path, server_names, server_codes, tenant_names, tenant_codes)
+        tenant_arr = categorical(tenant_names, tenant_codes)
+    else:
+        lookup = tenant_of or {}
+        per_server = np.asarray([lookup.get(str(s), str(s)) for s in server_names], dtype=object)
+        tenant_arr = per_server[server_codes]
+    order = np.lexsort((ts, server_codes))
+    samples = io.UtilizationSamples(
+        timestamp_s=ts[order], server=categorical(server_names, server_codes[order]), tenant=tenant_arr[order],
+        cpu=cpu[order], memory=memory[order] if memory is not None else None,
+    )
+    _describe(samples, report)
+    return samples
+
+
+def _describe(samples: io.UtilizationSamples, report: ImportReport) -> None:
+    names, codes = samples.factorize("server")
+    report.samples = len(samples)
+    report.servers = len(names)
+    report.tenants = len(samples.factorize("tenant")[0])
+    report.first_s = float(samples.timestamp_s.min())
+    report.last_s = float(samples.timestamp_s.max())
+    # Median sampling interval per server (samples are sorted by server, then time).
+    same = codes[1:] == codes[:-1]
+    dt = np.diff(samples.timestamp_s)[same]
+    by: dict[str, int] = {}
+    if dt.size:
+        who = codes[1:][same]
+        order = np.argsort(who, kind="stable")
+        bounds = np.flatnonzero(np.diff(who[order])) + 1
+        for part in np.split(dt[order], bounds):
+            key = f"{float(np.median(part)):g}"
+            by[key] = by.get(key, 0) + 1
+    report.interval_s_by_server = dict(sorted(by.items(), key=lambda kv: -kv[1]))
+
+
+# ----------------------------------------------------------------------------------------------
+# Inventory and reimages
+# ----------------------------------------------------------------------------------------------
+
+
+def import_inventory(path: PathLike, opts: ImportOptions, report: ImportReport) -> Inventory:
+    """Read an inventory table or event log (last row per server) into an :class:`Inventory`."""
+    table = _renamed(path, read_any(path, text_columns=tuple(opts.inventory_columns.get(c, c) for c in
+                                                              ("server", "tenant", "environment", "rack"))),
+                     opts.inventory_columns, ("server",))
+    report.inventory_rows = table.num_rows
+    if table.num_rows == 0:
+        raise TraceError(path, "no servers: expected at least one data row")
+    names, codes = string_column(path, table, "server")
+    if opts.inventory_event_log:
+        order = np.arange(len(codes))
+        if "timestamp" in table.column_names:
+            order = np.argsort(_times(path, table, opts.time_unit), kind="stable")
+        last = np.full(len(names), -1, dtype=np.int64)
+        last[codes[order]] = order  # later rows overwrite earlier ones
+        table = table.take(pa.array(np.sort(last)))
+        names, codes = string_column(path, table, "server")
+    elif len(codes) != len(names):
+        counts = np.bincount(codes)
+        i = first_true(counts[codes] > 1)
+        raise TraceError(path, f"server {str(names[codes[i]])!r} is listed more than once; pass "
+                         "--inventory-event-log to keep the last row per server", row=i + 1, column="server")
+    server = categorical(names, codes)
+    n = len(server)
+    tenant = _text(path, table, "tenant", server.astype(str), report)
+    cols = {
+        "environment": _text(path, table, "environment", tenant, report),
+        "rack": _text(path, table, "rack", np.full(n, UNKNOWN_RACK, dtype=object), report),
+    }
+    numbers = {}
+    for name in ("cores", "memory_mb", "storage_gb"):
+        if name in table.column_names:
+            values = float_column(path, table, name, "a non-negative number")
+            if (values < 0).any():
+                i = first_true(values < 0)
+                raise TraceError(path, f"expected a non-negative number, got {values[i]:g}", row=i + 1, column=name)
+        elif name in opts.defaults:
+            values = np.full(n, float(opts.defaults[name]))
+            report.defaults_used[name] = f"{opts.defaults[name]:g} (--default-{name.replace('_', '-')})"
+        else:
+            raise TraceError(path, f"no {name!r} column; map one with --inventory-columns {name}=COLUMN or "
+                             f"give --default-{name.replace('_', '-')}")
+        numbers[name] = values
+    optional = {c: tuple(str(v) for v in _text(path, table, c, None, report)) if c in table.column_names else ()
+                for c in ("hardware", "datacenter", "msb")}
+    report.inventory_servers = n
+    return Inventory(
+        server=tuple(str(s) for s in server), tenant=tuple(str(t) for t in tenant),
+        environment=tuple(str(e) for e in cols["environment"]), rack=tuple(str(r) for r in cols["rack"]),
+        cores=numbers["cores"], memory_mb=numbers["memory_mb"], storage_gb=numbers["storage_gb"], **optional,
+    )
+
+
+def _text(path: PathLike, table: pa.Table, name: str, default: np.ndarray | None, report: ImportReport) -> np.ndarray:
+    if name in table.column_names:
+        return categorical(*string_column(path, table, name))
+    assert default is not None
+    report.defaults_used[name] = "the tenant" if name == "environment" else (
+        "the server's name" if name == "tenant" else repr(default[0]) if len(default) else "-")
+    return default
+
+
+def inventory_from_samples(samples: io.UtilizationSamples, opts: ImportOptions, report: ImportReport) -> Inventory:
+    """An inventory for the servers that report, when the user has none (capacities from defaults)."""
+    names, codes = samples.factorize("server")
+    first = np.full(len(names), -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    tenants = np.asarray(samples.tenant, dtype=object)[first]
+    missing = [c for c in ("cores", "memory_mb", "storage_gb") if c not in opts.defaults]
+    if missing:
+        raise TraceError("--inventory", "no inventory file: give one, or --default-cores, --default-memory-mb and "
+                         "--default-storage-gb for the servers of the utilization file")
+    n = len(names)
+    report.inventory_source = "built from the utilization file's servers with the default capacities"
+    report.inventory_servers = n
+    report.defaults_used.update({"environment": "the tenant", "rack": repr(UNKNOWN_RACK)})
+    return Inventory(
+        server=tuple(str(s) for s in names), tenant=tuple(str(t) for t in tenants),
+        environment=tuple(str(t) for t in tenants), rack=(UNKNOWN_RACK,) * n,
+        cores=np.full(n, float(opts.defaults["cores"])), memory_mb=np.full(n, float(opts.defaults["memory_mb"])),
+        storage_gb=np.full(n, float(opts.defaults["storage_gb"])),
+    )
+
+
+def import_reimages(path: PathLike, opts: ImportOptions, inventory: Inventory, report: ImportReport) -> ReimageEvents:
+    """A reimage (or repair) log, kept whole; events of servers not in the inventory are dropped."""
+    table = _renamed(path, read_any(path, text_columns=(opts.reimage_columns.get("server", "server"),)),
+                     opts.reimage_columns, ("timestamp", "server"))
+    ts = _times(path, table, opts.time_unit)
+    names, codes = string_column(path, table, "server")
+    known = np.isin(names.astype(str), np.asarray(inventory.server, dtype=str))
+    keep = known[codes]
+    report.reimages_dropped_unknown = int((~keep).sum())
+    if report.reimages_dropped_unknown:
+        logger.warning("%s: %d reimage events name servers not in the inventory; dropped",
+                       path, report.reimages_dropped_unknown)
+    ts, codes = ts[keep], codes[keep]
+    # The same server twice at one instant is one event (logs often repeat a line).
+    order = np.lexsort((ts, codes))
+    dup = np.zeros(len(order), dtype=bool)
+    dup[1:] = (codes[order][1:] == codes[order][:-1]) & (ts[order][1:] == ts[order][:-1])
+    order = order[~dup]
+    order = order[np.argsort(ts[order], kind="stable")]
+    events = ReimageEvents(timestamp_s=ts[order], server=tuple(str(s) for s in names[codes[order]]))
+    report.reimages = len(events.server)
+    report.reimage_span_days = float((ts.max() - ts.min()) / DAY_S) if len(ts) else 0.0
+    report.reimage_source = f"{os.fspath(path)} (kept whole: {report.reimage_span_days:.1f} days)"
+    return events
+
+
+def synthetic_reimages(inventory: Inventory, *, start_s: float, days: float, seed: int,
+                       report: ImportReport | None = None) -> ReimageEvents:
+    """Reimages drawn from the generator's model (docs/generator.md) for a user's own inventory."""
+    from placement_service.traces.fleet import generate_reimages
+
+    events = generate_reimages(inventory, days=days, seed=seed, start_s=start_s)
+    if report is not None:
+        report.reimages = len(events.server)
+        report.reimage_span_days = days
+        report.reimage_source = (f"synthetic: the generator's reimage model over {days:g} days, seed {seed} "
+                                 "(no reimage log was given)")
+    return events
+
+
+def write_import(out_dir: PathLike, samples: io.UtilizationSamples, inventory: Inventory, events: ReimageEvents,
+                 *, fmt: str = "parquet") -> dict[str, Path]:
+    """The three trace files, written together atomically (all or nothing)."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise TraceError(out, "--out must be a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = {"parquet": ".parquet", "csv": ".csv.gz"}[fmt]
+    paths = {name: out / f"{name}{suffix}" for name in ("utilization", "reimages", "inventory")}
+    io.write_tables([
+        (io.utilization_table(samples), paths["utilization"]),
+        (io.reimages_table(events), paths["reimages"]),
+        (io.inventory_table(inventory), paths["inventory"]),
+    ])
+    return paths
