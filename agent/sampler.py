@@ -228,7 +228,9 @@ class PsutilSampler:
                                               entry.container_id, entry.datanode))
 
         busy_s = self._node_busy_s()
-        node_cpu = max(busy_s - self._last_node_busy_s, 0.0) / window_s
+        # /proc/stat counts in clock ticks and the window in wall time: over a short window the
+        # quotient can exceed the cores by a tick or two; the node cannot, so clip to its cores.
+        node_cpu = min(max(busy_s - self._last_node_busy_s, 0.0) / window_s, float(psutil.cpu_count() or 1))
         self._last_node_busy_s, self._last_t = busy_s, now_mono
         self_cpu_s = self._cpu_s(self._self)
         agent_cpu = max(self_cpu_s - self._last_self_cpu_s, 0.0) / window_s
