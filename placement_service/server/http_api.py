@@ -82,6 +82,8 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         metrics.inc("harvest_http_requests_total", route=rule, status=str(resp.status_code))
         if resp.status_code == 401:
             resp.headers["WWW-Authenticate"] = 'Bearer realm="harvest"'
+        elif resp.status_code == 503:
+            resp.headers["Retry-After"] = "5"
         return resp
 
     @app.errorhandler(RequestError)
@@ -222,8 +224,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return _json({"status": "ok", "class_table_version": service.policy.version,
-                      "log_segment": service.wal.segment_id})
+        doc = service.health_snapshot()
+        doc.update({"class_table_version": service.policy.version, "log_segment": service.wal.segment_id})
+        return _json(doc, 503 if doc["status"] == "unhealthy" else 200)
 
     @app.get("/metrics")
     def get_metrics() -> Response:
