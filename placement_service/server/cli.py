@@ -133,7 +133,7 @@ def _serve(args: argparse.Namespace) -> int:
     http = HarvestWSGIServer(
         app, cfg.host, cfg.http_port, threads=cfg.http_threads, timeout_s=cfg.http_timeout_s,
         idle_timeout_s=cfg.http_idle_timeout_s, max_connections=cfg.http_max_connections,
-        max_header_bytes=cfg.http_max_header_bytes, ssl_context=ssl_context, on_health=_http_health,
+        max_header_bytes=cfg.http_max_header_bytes, max_body_bytes=cfg.max_body_bytes, ssl_context=ssl_context, on_health=_http_health,
     )
     http.prepare()
     http_port = http.port

@@ -357,12 +357,12 @@ class PlacementService:
                 self.health.set("compaction", f"storing the report log failed (retried every "
                                               f"{self.cfg.compact_interval_s:g} s): {describe_error(exc)}", cause)
                 self.metrics.inc("harvest_compaction_failures_total")
-                raise
+                raise UnavailableError(f"storage unavailable, compaction failed: {describe_error(exc)}") from exc
             if rotate_error is not None and self.wal.error is None:
                 self.health.set("compaction", f"log rotation failed (retried every {self.cfg.compact_interval_s:g} s): "
                                               f"{rotate_error}", _cause_of(rotate_error))
                 self.metrics.inc("harvest_compaction_failures_total")
-                raise rotate_error
+                raise UnavailableError(f"storage unavailable, compaction failed: {rotate_error}") from rotate_error
             if rotate_error is None:
                 self.health.clear("compaction")
             return len(todo)

@@ -25,12 +25,14 @@ thread). What it does not, and this module adds (each verified by ``tests/server
    request after ``timeout_s`` (the socket timeout).
 6. **Errors in the JSON shape.** Errors cheroot answers itself (headers over
    ``max_header_bytes`` -> 431, request line too long -> 414, malformed request -> 400, timeout ->
-   408) use ``{"error": {"message", "field"}}`` like the application's.
+   408) use ``{"error": {"message", "field"}}`` like the application's; a chunked body (no
+   Content-Length, so Flask cannot check it up front) is cut at ``max_body_bytes`` with a 413.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import json
 import logging
 import os
@@ -196,9 +198,10 @@ class HarvestWSGIServer(wsgi.Server):
 
     def __init__(self, app: Callable[..., Any], host: str, port: int, *, threads: int = 16,
                  timeout_s: float = 10.0, idle_timeout_s: float = 60.0, max_connections: int = 1024,
-                 max_header_bytes: int = 64 * 1024, ssl_context: ssl.SSLContext | None = None,
+                 max_header_bytes: int = 64 * 1024, max_body_bytes: int = 8 << 20,
+                 ssl_context: ssl.SSLContext | None = None,
                  on_health: Callable[[str | None], None] | None = None) -> None:
-        super().__init__((host, port), app, numthreads=threads, max=threads, request_queue_size=1024,
+        super().__init__((host, port), limit_chunked_body(app, max_body_bytes), numthreads=threads, max=threads, request_queue_size=1024,
                          timeout=max(1, int(timeout_s)), shutdown_timeout=5)
         self.timeout = timeout_s  # type: ignore[assignment]
         self.idle_timeout_s = idle_timeout_s
@@ -287,6 +290,29 @@ class HarvestWSGIServer(wsgi.Server):
             self._handles_short = False
             if self._on_health is not None:
                 self._on_health(None)
+
+
+def limit_chunked_body(app: Callable[..., Any], max_bytes: int) -> Callable[..., Any]:
+    """WSGI middleware for requests without a Content-Length (chunked): Flask's
+    ``MAX_CONTENT_LENGTH`` cannot check them up front and would silently cut the body at the limit,
+    so read the body here (at most ``max_bytes + 1``) and answer 413 in the JSON shape past it."""
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if not environ.get("CONTENT_LENGTH") and environ.get("wsgi.input_terminated"):
+            body = environ["wsgi.input"].read(max_bytes + 1)
+            if len(body) > max_bytes:
+                payload = json.dumps({"error": {
+                    "message": f"body: the chunked request body exceeds {max_bytes} bytes", "field": "body",
+                }}).encode()
+                start_response("413 Request Entity Too Large", [
+                    ("Content-Type", "application/json"), ("Content-Length", str(len(payload))),
+                ])
+                return [payload]
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+        return app(environ, start_response)
+
+    return wrapped
 
 
 def handle_budget() -> int:
