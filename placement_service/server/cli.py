@@ -98,6 +98,9 @@ def _serve(args: argparse.Namespace) -> int:
         "recluster_interval_s", "recluster_priority", "compact_interval_s", "slot_s",
     )}
     cfg = build_config(Path(args.config) if args.config else None, os.environ, flags)
+    package_logger = logging.getLogger("placement_service")
+    if package_logger.getEffectiveLevel() > logging.INFO:
+        package_logger.setLevel(logging.INFO)  # a service logs its decisions and recoveries at INFO
     token = cfg.read_token()
     if token is None:
         logger.warning("no --token-file: mutating endpoints accept requests without a token")

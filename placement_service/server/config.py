@@ -69,6 +69,7 @@ class ServiceConfig:
     http_idle_timeout_s: float = 60.0
     http_max_connections: int = 1024
     http_max_header_bytes: int = 64 * 1024
+    decision_log_per_s: float = 10.0  # INFO lines per second for placement decisions (0: none)
 
     def data_path(self, *parts: str) -> Path:
         return self.data_dir.joinpath(*parts)

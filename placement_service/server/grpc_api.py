@@ -128,11 +128,10 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
             writer = request.writer
             if writer:
                 check_name(writer, "writer")
-                self.service.node(writer)
             if not 1 <= request.replicas <= 32:
                 raise RequestError(f"replicas: must be 1..32, got {request.replicas}", "replicas")
             excluded = [check_name(e, f"excluded[{i}]") for i, e in enumerate(request.excluded)]
-            result = self.service.policy_with_node(writer).place(writer, int(request.replicas), excluded, int(request.block_size))
+            result = self.service.place(writer, int(request.replicas), excluded, int(request.block_size))
         except NotFoundError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise
@@ -150,7 +149,7 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
             self.service.metrics.observe("harvest_grpc_request_seconds", time.perf_counter() - start,
                                          method="ChooseTargets")
         return harvest_pb2.ChooseTargetsReply(targets=list(result.targets), relaxed=result.relaxed,
-                                              reason=result.reason)
+                                              reason=result.reason, short=result.short)
 
     async def NodeClass(  # noqa: N802
         self, request: harvest_pb2.NodeClassRequest, context: grpc.aio.ServicerContext

@@ -146,10 +146,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     def post_place() -> Response:
         doc = _body()
         writer, replicas, excluded, block_size = parse_place_request(doc)
-        if writer:
-            service.node(writer)  # 404 for an unknown writer
-        result = service.policy_with_node(writer).place(writer, replicas, excluded, block_size)
-        return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason})
+        result = service.place(writer, replicas, excluded, block_size)
+        return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason,
+                      "short": result.short})
 
     # -- queries ---------------------------------------------------------------------------------
     @app.get("/v1/classes")

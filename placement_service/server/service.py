@@ -48,7 +48,7 @@ from placement_service.server.health import Health
 from placement_service.server.history import Aggregate, HistoryStore, SlotSample, add_reports
 from placement_service.server.lockfile import lock_data_dir, unlock_data_dir
 from placement_service.server.metrics import Metrics
-from placement_service.server.policy import PolicyView, build_policy_view, load_static_inputs
+from placement_service.server.policy import PlaceDecision, PolicyView, build_policy_view, load_static_inputs
 from placement_service.server.recluster import ReclusterInput, ReclusterWorker
 from placement_service.server.reports import (
     NodeReport,
@@ -92,11 +92,42 @@ def _newer(a: NodeReport | None, b: NodeReport) -> NodeReport:
     return a
 
 
+class RateLimitedLog:
+    """INFO lines at most ``per_s`` per second (token bucket, burst ``per_s``); the next line that
+    passes says how many were left out meanwhile. ``per_s`` 0 logs nothing."""
+
+    def __init__(self, log: logging.Logger, per_s: float) -> None:
+        self._log = log
+        self._per_s = per_s
+        self._tokens = per_s
+        self._last = time.monotonic()
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def log(self, fmt: str, *args: object) -> None:
+        if self._per_s <= 0 or not self._log.isEnabledFor(logging.INFO):
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self._per_s, self._tokens + (now - self._last) * self._per_s)
+            self._last = now
+            if self._tokens < 1.0:
+                self._dropped += 1
+                return
+            self._tokens -= 1.0
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            self._log.info(fmt + " [%d similar line(s) not logged]", *args, dropped)
+        else:
+            self._log.info(fmt, *args)
+
+
 class PlacementService:
     def __init__(self, cfg: ServiceConfig) -> None:
         self.cfg = cfg
         self.metrics = Metrics()
         self.health = Health(self.metrics)
+        self._decision_log = RateLimitedLog(logger, per_s=cfg.decision_log_per_s)
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = lock_data_dir(cfg.data_dir)  # before touching anything else in it
         try:
@@ -316,6 +347,8 @@ class PlacementService:
                 self._nodes[r.node] = new
                 if old is None or old.busy != new.busy:
                     self._policy.set_busy(r.node, new.busy)
+                if new is r:
+                    self._policy.set_free(r.node, r.free_storage_gb)
         self.metrics.inc("harvest_reports_stored_total", len(result.stored))
 
     def ingest_and_wait(self, reports: Sequence[NodeReport]) -> IngestResult:
@@ -389,6 +422,25 @@ class PlacementService:
                 if seg in self._closed:
                     self._closed.remove(seg)
             self.metrics.inc("harvest_segments_compacted_total", 1)
+
+    # -- decisions -------------------------------------------------------------------------------
+    def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int) -> PlaceDecision:
+        """Replica targets for one block (HTTP and gRPC); logged one line each (rate-limited)."""
+        if writer:
+            self.node(writer)  # NotFoundError for an unknown writer
+        try:
+            decision = self.policy_with_node(writer).place(writer, replicas, excluded, block_size_bytes)
+        except Exception as exc:
+            self._decision_log.log("place block_size=%d replicas=%d writer=%s -> refused: %s",
+                                   block_size_bytes, replicas, writer or "-", exc)
+            raise
+        self.metrics.inc("harvest_placements_total", short=str(decision.short).lower(),
+                         relaxed=str(decision.relaxed).lower())
+        self._decision_log.log("place block_size=%d (bucket %.0f MB) replicas=%d writer=%s -> targets=%s "
+                               "relaxed=%s short=%s%s", block_size_bytes, decision.block_mb, replicas, writer or "-",
+                               ",".join(decision.targets), decision.relaxed, decision.short,
+                               f" ({decision.reason})" if decision.reason else "")
+        return decision
 
     # -- queries ---------------------------------------------------------------------------------
     def node(self, node: str) -> NodeReport:
