@@ -4,9 +4,12 @@ What cheroot gives as it is: a fixed pool of worker threads, a per-socket timeou
 connections parked in a selector between requests (an idle keep-alive costs a descriptor, not a
 thread). What it does not, and this module adds (each verified by ``tests/server/test_wsgi.py``):
 
-1. **New connections wait in the selector too.** Stock cheroot hands every accepted connection to
+1. **A worker only for a complete request head.** Stock cheroot hands every accepted connection to
    a worker at once, so a few hundred sockets that never send a byte hold every worker for the
-   socket timeout each. Here a connection reaches a worker only once it has bytes to read.
+   socket timeout each, and so do a few that send half a request line and stop (half-open). Here
+   a connection waits in the selector until the kernel holds a complete request head (``MSG_PEEK``
+   for the blank line; for TLS, a complete record: the whole ClientHello, or the first record of a
+   request), re-checked every 50 ms; a connection still incomplete after ``timeout_s`` is closed.
 2. **TLS handshakes run in the workers.** Stock cheroot's TLS adapter handshakes inside ``accept``
    on the single acceptor thread (with the socket timeout), so one client that never sends its
    ClientHello stops every other connection for that long. Here the socket is wrapped with
@@ -50,6 +53,7 @@ from cheroot.makefile import MakeFile
 
 logger = logging.getLogger(__name__)
 
+_PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
 _OUT_OF_HANDLES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _RETRY_ACCEPT = {errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR, errno.ECONNABORTED, errno.EPROTO}
 HANDLE_RESERVE = 64  # descriptors kept for the log, Parquet, SQLite, gRPC and the re-clustering pipes
@@ -179,6 +183,7 @@ class _Manager(connections.ConnectionManager):
 
     def _expire(self, threshold: float) -> None:
         del threshold
+        self.server.recheck_waiting()
         now = time.time()
         fresh_before = now - self.server.timeout
         idle_before = now - self.server.idle_timeout_s
@@ -216,6 +221,8 @@ class HarvestWSGIServer(wsgi.Server):
         self._handles_short = False
         self._spare_fd: int | None = None
         self._last_log_s = 0.0
+        self._waiting: list[Any] = []  # connections with an incomplete head (selector thread only)
+        self.expiration_interval = 0.05
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -231,6 +238,45 @@ class HarvestWSGIServer(wsgi.Server):
 
     def error_log(self, msg: str = "", level: int = 20, traceback: bool = False) -> None:
         logger.log(level, "http: %s", msg, exc_info=traceback)
+
+    # -- complete heads only (point 1) --------------------------------------------------------------
+    def process_conn(self, conn: Any) -> None:
+        """Selector thread (or a worker with buffered input): to a worker once the head is complete."""
+        if self._head_ready(conn):
+            super().process_conn(conn)
+        else:
+            self._waiting.append(conn)
+
+    def recheck_waiting(self) -> None:
+        """Selector thread, every ``expiration_interval``: dispatch completed heads, close the stale."""
+        if not self._waiting:
+            return
+        waiting, self._waiting = self._waiting, []
+        too_old = time.time() - self.timeout
+        for conn in waiting:
+            if self._head_ready(conn):
+                super().process_conn(conn)
+            elif conn.last_used < too_old:
+                conn.close()
+            else:
+                self._waiting.append(conn)
+
+    def _head_ready(self, conn: Any) -> bool:
+        if conn.rfile.has_data():
+            return True
+        try:  # the raw socket's recv, also under an SSLSocket (which refuses flags)
+            data = socket.socket.recv(conn.socket, self.max_request_header_size + 1024, _PEEK)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True  # let the worker see the error and close
+        if not data:
+            return True  # EOF: the worker closes it
+        if isinstance(conn.socket, ssl.SSLSocket):
+            if len(data) < 5:
+                return False
+            return len(data) >= 5 + int.from_bytes(data[3:5], "big") or data[0] not in (0x14, 0x15, 0x16, 0x17)
+        return b"\r\n\r\n" in data or b"\n\n" in data or len(data) > self.max_request_header_size
 
     # -- connection accounting (point 3) ------------------------------------------------------------
     def connection_opened(self) -> None:

@@ -93,11 +93,15 @@ def test_silent_tls_socket_does_not_block_other_https_clients(tls_server: Server
             s.close()
 
 
-def test_hundreds_of_idle_sockets_do_not_delay_others(server: ServerProc, tls_server: ServerProc,
-                                                      tls_files: tuple[Path, Path]) -> None:
+def test_hundreds_of_idle_and_half_open_sockets_do_not_delay_others(
+        server: ServerProc, tls_server: ServerProc, tls_files: tuple[Path, Path]) -> None:
     ctx = ssl.create_default_context(cafile=str(tls_files[0]))
     for srv, client_ctx in ((server, None), (tls_server, ctx)):
         idle = _idle_sockets(srv.http, 300)  # more than the 16 worker threads, many times over
+        # Half-open: a partial start (half a request line; the first bytes of a TLS record), then silence.
+        partial = b"\x16\x03\x01\x02\x00\x01" if client_ctx is not None else b"POST /v1/rep"
+        for s in idle[:40]:
+            s.send(partial)
         try:
             time.sleep(0.3)
             worst = 0.0
