@@ -127,11 +127,11 @@ def _serve(args: argparse.Namespace) -> int:
     grpc_server.start()
     app = create_app(service, token)
 
-    def _http_health(reason: str | None) -> None:
+    def _http_health(reason: str | None, cause: str) -> None:
         if reason is None:
             service.health.clear("http")
         else:
-            service.health.set("http", f"new HTTP connections refused: {reason}", "EMFILE")
+            service.health.set("http", f"new HTTP connections refused: {reason}", cause)
 
     http = HarvestWSGIServer(
         app, cfg.host, cfg.http_port, threads=cfg.http_threads, timeout_s=cfg.http_timeout_s,

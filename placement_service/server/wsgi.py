@@ -205,7 +205,7 @@ class HarvestWSGIServer(wsgi.Server):
                  timeout_s: float = 10.0, idle_timeout_s: float = 60.0, max_connections: int = 1024,
                  max_header_bytes: int = 64 * 1024, max_body_bytes: int = 8 << 20,
                  ssl_context: ssl.SSLContext | None = None,
-                 on_health: Callable[[str | None], None] | None = None) -> None:
+                 on_health: Callable[[str | None, str], None] | None = None) -> None:
         super().__init__((host, port), limit_chunked_body(app, max_body_bytes), numthreads=threads, max=threads, request_queue_size=1024,
                          timeout=max(1, int(timeout_s)), shutdown_timeout=5)
         self.timeout = timeout_s  # type: ignore[assignment]
@@ -305,11 +305,12 @@ class HarvestWSGIServer(wsgi.Server):
 
     def out_of_handles(self, server_socket: socket.socket, exc: OSError) -> None:
         """``accept`` failed for want of descriptors: free the spare one, accept, refuse, re-arm."""
-        reason = f"out of file handles ({errno.errorcode.get(exc.errno or 0, exc.errno)}): {exc.strerror}"
+        cause = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        reason = f"out of file handles ({cause}): {exc.strerror}"
         if not self._handles_short:
             self._handles_short = True
             if self._on_health is not None:
-                self._on_health(reason)
+                self._on_health(reason, cause)
         if self._spare_fd is not None:
             os.close(self._spare_fd)
             self._spare_fd = None
@@ -335,7 +336,7 @@ class HarvestWSGIServer(wsgi.Server):
         if self._handles_short:
             self._handles_short = False
             if self._on_health is not None:
-                self._on_health(None)
+                self._on_health(None, "")
 
 
 def limit_chunked_body(app: Callable[..., Any], max_bytes: int) -> Callable[..., Any]:
