@@ -238,6 +238,11 @@ class PlacerBase:
         """True when the server can take one more block (busy or not)."""
         return self._free_mb[self._server(server)] >= self._block
 
+    def is_usable(self, server: str) -> bool:
+        """True when the server could take a replica now (known, not busy, room for a block)."""
+        i = self._index.get(server)
+        return i is not None and self._usable[i]
+
     def usable_count(self) -> int:
         """Servers that are not busy and have room for a block."""
         return self._all.n

@@ -55,14 +55,16 @@ class ChooseTargetsRequest(_message.Message):
     def __init__(self, writer: _Optional[str] = ..., replicas: _Optional[int] = ..., excluded: _Optional[_Iterable[str]] = ..., block_size: _Optional[int] = ...) -> None: ...
 
 class ChooseTargetsReply(_message.Message):
-    __slots__ = ("targets", "relaxed", "reason")
+    __slots__ = ("targets", "relaxed", "reason", "short")
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     RELAXED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SHORT_FIELD_NUMBER: _ClassVar[int]
     targets: _containers.RepeatedScalarFieldContainer[str]
     relaxed: bool
     reason: str
-    def __init__(self, targets: _Optional[_Iterable[str]] = ..., relaxed: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    short: bool
+    def __init__(self, targets: _Optional[_Iterable[str]] = ..., relaxed: _Optional[bool] = ..., reason: _Optional[str] = ..., short: _Optional[bool] = ...) -> None: ...
 
 class NodeClassRequest(_message.Message):
     __slots__ = ("node",)

@@ -86,12 +86,11 @@ def _serve(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
-    from werkzeug.serving import WSGIRequestHandler, make_server
-
     from placement_service.server.config import build_config
     from placement_service.server.grpc_api import GrpcServer
     from placement_service.server.http_api import create_app
     from placement_service.server.service import PlacementService
+    from placement_service.server.wsgi import HarvestWSGIServer, make_ssl_context
 
     flags = {k: getattr(args, k, None) for k in (
         "data_dir", "http_port", "grpc_port", "token_file", "host", "tls_cert_file", "tls_key_file", "rm_url",
@@ -99,6 +98,9 @@ def _serve(args: argparse.Namespace) -> int:
         "recluster_interval_s", "recluster_priority", "compact_interval_s", "slot_s",
     )}
     cfg = build_config(Path(args.config) if args.config else None, os.environ, flags)
+    package_logger = logging.getLogger("placement_service")
+    if package_logger.getEffectiveLevel() > logging.INFO:
+        package_logger.setLevel(logging.INFO)  # a service logs its decisions and recoveries at INFO
     token = cfg.read_token()
     if token is None:
         logger.warning("no --token-file: mutating endpoints accept requests without a token")
@@ -120,19 +122,26 @@ def _serve(args: argparse.Namespace) -> int:
         import grpc
 
         grpc_creds = grpc.ssl_server_credentials([(cfg.tls_key_file.read_bytes(), cfg.tls_cert_file.read_bytes())])
-        ssl_context = (str(cfg.tls_cert_file), str(cfg.tls_key_file))
+        ssl_context = make_ssl_context(str(cfg.tls_cert_file), str(cfg.tls_key_file))
     grpc_server = GrpcServer(service, token, cfg.host, cfg.grpc_port, grpc_creds)
     grpc_server.start()
     app = create_app(service, token)
-    class KeepAliveHandler(WSGIRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep connections open between requests (agents, job router)
 
-        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            del code, size  # per-request access logs would cost more than the requests (see /metrics)
+    def _http_health(reason: str | None, cause: str) -> None:
+        if reason is None:
+            service.health.clear("http")
+        else:
+            service.health.set("http", f"new HTTP connections refused: {reason}", cause)
 
-    http = make_server(cfg.host, cfg.http_port, app, threaded=True, ssl_context=ssl_context,
-                       request_handler=KeepAliveHandler)
-    http_port = http.socket.getsockname()[1]
+    http = HarvestWSGIServer(
+        app, cfg.host, cfg.http_port, threads=cfg.http_threads, timeout_s=cfg.http_timeout_s,
+        idle_timeout_s=cfg.http_idle_timeout_s, max_connections=cfg.http_max_connections,
+        max_header_bytes=cfg.http_max_header_bytes, max_body_bytes=cfg.max_body_bytes, ssl_context=ssl_context, on_health=_http_health,
+    )
+    http.prepare()
+    http_port = http.port
+    service.metrics.add_collector(lambda: {"harvest_http_connections": float(http.live_connections),
+                                           "harvest_http_connections_refused": float(http.refused_total)})
 
     stop = threading.Event()
 
@@ -140,7 +149,7 @@ def _serve(args: argparse.Namespace) -> int:
         del frame
         logger.info("signal %d: shutting down", signum)
         stop.set()
-        threading.Thread(target=http.shutdown, daemon=True).start()
+        threading.Thread(target=http.stop, daemon=True).start()
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
@@ -148,7 +157,7 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"harvest serve: {scheme}://{cfg.host}:{http_port} grpc {cfg.host}:{grpc_server.port} "
           f"data {cfg.data_dir}", flush=True)
     try:
-        http.serve_forever()
+        http.serve()
     finally:
         grpc_server.stop()
         service.close()

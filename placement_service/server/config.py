@@ -61,6 +61,15 @@ class ServiceConfig:
     multi_class_queue: str = "default"  # queue for a job spread over several classes (no label OR)
     # gRPC
     grpc_max_workers: int = 16
+    # HTTP server (cheroot, see server/wsgi.py): worker threads, socket timeout within a request and
+    # for a connection that has not sent one yet, idle keep-alive timeout, connection cap (also
+    # bounded by the file-handle limit), largest request head.
+    http_threads: int = 16
+    http_timeout_s: float = 10.0
+    http_idle_timeout_s: float = 60.0
+    http_max_connections: int = 1024
+    http_max_header_bytes: int = 64 * 1024
+    decision_log_per_s: float = 10.0  # INFO lines per second for placement decisions (0: none)
 
     def data_path(self, *parts: str) -> Path:
         return self.data_dir.joinpath(*parts)

@@ -25,6 +25,7 @@ from placement_service.server.reports import (
     REQUIRED_FIELDS,
     NotFoundError,
     RequestError,
+    UnavailableError,
     check_name,
     parse_report,
 )
@@ -54,14 +55,20 @@ class DurableWaiter:
 
     def _release(self) -> None:  # event loop
         durable = self._wal.durable_ticket
-        while self._heap and self._heap[0][0] <= durable:
-            fut = heapq.heappop(self._heap)[2]
-            if not fut.done():
+        while self._heap and (self._heap[0][0] <= durable or self._wal.refused(self._heap[0][0])):
+            ticket, _, fut = heapq.heappop(self._heap)
+            if fut.done():
+                continue
+            if ticket <= durable:
                 fut.set_result(None)
+            else:
+                fut.set_exception(UnavailableError(f"storage unavailable, report refused: {self._wal.error}"))
 
     async def wait(self, ticket: int) -> None:
         if self._wal.durable_ticket >= ticket:
             return
+        if self._wal.refused(ticket):
+            raise UnavailableError(f"storage unavailable, report refused: {self._wal.error}")
         fut: asyncio.Future[None] = self._loop.create_future()
         self._n += 1
         heapq.heappush(self._heap, (ticket, self._n, fut))
@@ -99,10 +106,14 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
                 service.metrics.inc("harvest_reports_rejected_total", api="grpc")
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
                 return
-            result = service.ingest([report])
             if self.waiter is None:
                 self.waiter = DurableWaiter(service, asyncio.get_running_loop())
-            await self.waiter.wait(result.ticket)
+            try:
+                result = service.ingest([report])
+                await self.waiter.wait(result.ticket)
+            except UnavailableError as exc:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+                return
             service.after_durable(result)
             class_id = service.policy.class_of_tenant(report.tenant)
             yield harvest_pb2.ReportReply(
@@ -117,11 +128,10 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
             writer = request.writer
             if writer:
                 check_name(writer, "writer")
-                self.service.node(writer)
             if not 1 <= request.replicas <= 32:
                 raise RequestError(f"replicas: must be 1..32, got {request.replicas}", "replicas")
             excluded = [check_name(e, f"excluded[{i}]") for i, e in enumerate(request.excluded)]
-            result = self.service.policy_with_node(writer).place(writer, int(request.replicas), excluded, int(request.block_size))
+            result = self.service.place(writer, int(request.replicas), excluded, int(request.block_size))
         except NotFoundError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise
@@ -139,7 +149,7 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
             self.service.metrics.observe("harvest_grpc_request_seconds", time.perf_counter() - start,
                                          method="ChooseTargets")
         return harvest_pb2.ChooseTargetsReply(targets=list(result.targets), relaxed=result.relaxed,
-                                              reason=result.reason)
+                                              reason=result.reason, short=result.short)
 
     async def NodeClass(  # noqa: N802
         self, request: harvest_pb2.NodeClassRequest, context: grpc.aio.ServicerContext

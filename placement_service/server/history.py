@@ -18,15 +18,25 @@ Files: ``<root>/day=YYYY-MM-DD/seg-<first>-<last>.parquet`` holds the reports of
 3. merging files ``a..b`` writes ``seg-a-b.parquet`` before deleting its inputs; a reader ignores (and
    start-up deletes) every file whose segment range lies inside another file's range in the same day,
    so a crash between the rename and the deletes never counts a report twice.
+
+Each file also carries, in its Parquet key/value metadata (``harvest.node_seq``), the highest report
+``seq`` of every node whose reports it holds: the de-duplication state can be rebuilt from the
+history alone when SQLite lost recent transactions (e.g. ``state.sqlite-wal`` deleted after a crash).
+
+Damage: the owner verifies every visible file at start-up (footer, schema, the ``tenant`` column) and
+every file it reads; a file that fails is moved to ``<root>/quarantine/`` with a ``.reason`` file
+beside it, logged and listed in :attr:`HistoryStore.quarantined`; the rest keeps being served.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +61,8 @@ SCHEMA = pa.schema(
     ]
 )
 _FILE_RE = re.compile(r"^seg-(\d+)-(\d+)\.parquet$")
+NODE_SEQ_KEY = b"harvest.node_seq"
+QUARANTINE_DIR = "quarantine"
 SlotKey = tuple[str, int]
 # [n_reports, cpu_frac_sum, memory_frac_sum]
 Aggregate = dict[SlotKey, list[float]]
@@ -92,8 +104,11 @@ def day_of(slot_start_s: int) -> str:
     return dt.datetime.fromtimestamp(slot_start_s, tz=dt.UTC).strftime("%Y-%m-%d")
 
 
-def _table_from_aggregate(agg: Mapping[SlotKey, list[float]]) -> pa.Table:
+def _table_from_aggregate(agg: Mapping[SlotKey, list[float]], node_seq: Mapping[str, int] | None = None) -> pa.Table:
     keys = sorted(agg)
+    schema = SCHEMA
+    if node_seq:
+        schema = SCHEMA.with_metadata({NODE_SEQ_KEY: json.dumps(dict(node_seq), separators=(",", ":")).encode()})
     return pa.table(
         {
             "tenant": [k[0] for k in keys],
@@ -102,8 +117,23 @@ def _table_from_aggregate(agg: Mapping[SlotKey, list[float]]) -> pa.Table:
             "cpu_frac_sum": [agg[k][1] for k in keys],
             "memory_frac_sum": [agg[k][2] for k in keys],
         },
-        schema=SCHEMA,
+        schema=schema,
     )
+
+
+def node_seq_of(metadata: Mapping[bytes, bytes] | None) -> dict[str, int]:
+    """The ``harvest.node_seq`` map of a file's key/value metadata (empty when absent)."""
+    raw = (metadata or {}).get(NODE_SEQ_KEY)
+    if not raw:
+        return {}
+    doc = json.loads(raw)
+    return {str(k): int(v) for k, v in doc.items()}
+
+
+def merge_node_seq(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for node, seq in other.items():
+        if seq > into.get(node, 0):
+            into[node] = seq
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
@@ -136,14 +166,58 @@ class HistoryStore:
     """Reads and writes the Parquet history under ``root`` (thread-safe)."""
 
     def __init__(self, root: Path, slot_s: int, merge_threshold: int = 16, cleanup: bool = True) -> None:
-        """``cleanup`` (the owning process only) deletes half-written and superseded files."""
+        """``cleanup`` (the owning process only) verifies the files, quarantines damaged ones and
+        deletes half-written and superseded ones; other readers only skip what they cannot read."""
         self.root = root
         self.slot_s = slot_s
         self.merge_threshold = merge_threshold
+        self.owner = cleanup
         root.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self.quarantined: list[dict[str, str]] = []
+        self.known_tenants: set[str] = set()
+        self.node_seq: dict[str, int] = {}  # highest stored seq per node, from the files' metadata
+        self.max_segment_id = 0
         if cleanup:
+            self._verify()
             self._cleanup()
+
+    def _verify(self) -> None:
+        """Start-up check of every visible file (footer, schema, tenant column): see the module
+        docstring. Also collects the known tenants, node seqs and the highest segment id."""
+        for day_dir in self._day_dirs():
+            for _a, b, p in visible_files(day_dir):
+                try:
+                    meta = pq.read_metadata(p)
+                    schema = pq.read_schema(p)
+                    if not schema.remove_metadata().equals(SCHEMA):
+                        raise ValueError(f"schema {schema.remove_metadata()} is not the history schema")
+                    tenants = pq.read_table(p, columns=["tenant"])["tenant"].unique().to_pylist()
+                    seqs = node_seq_of(schema.metadata)
+                    del meta
+                except (pa.ArrowException, OSError, ValueError) as exc:
+                    self._quarantine(p, f"unreadable at start-up: {exc}")
+                    continue
+                self.known_tenants.update(str(t) for t in tenants)
+                merge_node_seq(self.node_seq, seqs)
+                self.max_segment_id = max(self.max_segment_id, b)
+
+    def _quarantine(self, path: Path, reason: str) -> None:
+        """Move a damaged file out of the history (owner only); keep why beside it."""
+        reason = reason.replace("\n", " ")[:500]
+        dest_dir = self.root / QUARANTINE_DIR / path.parent.name
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest = dest_dir / f"{path.name}.{int(time.time())}"
+        try:
+            os.replace(path, dest)
+            (dest_dir / f"{dest.name}.reason").write_text(reason + "\n")
+            fsync_dir(path.parent)
+        except OSError as exc:
+            logger.error("history: cannot quarantine damaged %s (%s): %s", path, reason, exc)
+            return
+        logger.error("history: quarantined damaged %s -> %s: %s; its samples are no longer served",
+                     path, dest, reason)
+        self.quarantined.append({"file": str(path.relative_to(self.root)), "moved_to": str(dest), "reason": reason})
 
     def _cleanup(self) -> None:
         for day_dir in self._day_dirs():
@@ -157,8 +231,10 @@ class HistoryStore:
         return sorted(p for p in self.root.glob("day=*") if p.is_dir())
 
     # -- writing ---------------------------------------------------------------------------------
-    def write_segment(self, segment_id: int, agg: Mapping[SlotKey, list[float]]) -> list[Path]:
-        """Store one log segment's aggregate (one file per day it touches); idempotent."""
+    def write_segment(self, segment_id: int, agg: Mapping[SlotKey, list[float]],
+                      node_seq: Mapping[str, int] | None = None) -> list[Path]:
+        """Store one log segment's aggregate (one file per day it touches); idempotent. ``node_seq``
+        (highest seq per node in the segment) goes into every file's metadata."""
         by_day: dict[str, dict[SlotKey, list[float]]] = {}
         for key, cell in agg.items():
             by_day.setdefault(day_of(key[1]), {})[key] = cell
@@ -170,8 +246,12 @@ class HistoryStore:
                 fsync_dir(self.root)
             path = day_dir / f"seg-{segment_id}-{segment_id}.parquet"
             with self._lock:
-                write_parquet_atomic(_table_from_aggregate(part), path)
+                write_parquet_atomic(_table_from_aggregate(part, node_seq), path)
             written.append(path)
+            self.known_tenants.update(k[0] for k in part)
+            self.max_segment_id = max(self.max_segment_id, segment_id)
+            if node_seq:
+                merge_node_seq(self.node_seq, node_seq)
             if len(visible_files(day_dir)) > self.merge_threshold:
                 self.merge_day(day_dir)
         return written
@@ -182,7 +262,11 @@ class HistoryStore:
             files = visible_files(day_dir)
             if len(files) < 2:
                 return None
-            table = pa.concat_tables([pq.read_table(p, schema=SCHEMA) for _, _, p in files])
+            tables = [pq.read_table(p) for _, _, p in files]
+            seqs: dict[str, int] = {}
+            for t in tables:
+                merge_node_seq(seqs, node_seq_of(t.schema.metadata))
+            table = pa.concat_tables([t.cast(SCHEMA) for t in tables])
             grouped = table.group_by(["tenant", "slot_start_s"]).aggregate(
                 [("n_reports", "sum"), ("cpu_frac_sum", "sum"), ("memory_frac_sum", "sum")]
             )
@@ -192,7 +276,8 @@ class HistoryStore:
             ).select(SCHEMA.names).sort_by([("tenant", "ascending"), ("slot_start_s", "ascending")])
             first, last = min(a for a, _, _ in files), max(b for _, b, _ in files)
             out = day_dir / f"seg-{first}-{last}.parquet"
-            write_parquet_atomic(grouped.cast(SCHEMA), out)
+            merged_schema = SCHEMA.with_metadata({NODE_SEQ_KEY: json.dumps(seqs, separators=(",", ":")).encode()})
+            write_parquet_atomic(grouped.cast(merged_schema), out)
             for _, _, p in files:
                 if p != out:
                     p.unlink()
@@ -223,8 +308,11 @@ class HistoryStore:
         for attempt in range(5):
             with self._lock:
                 try:
-                    tables = [pq.read_table(p, schema=SCHEMA, filters=filters)
-                              for p in self._files_between(since_s, until_s)]
+                    tables = []
+                    for p in self._files_between(since_s, until_s):
+                        table = self._read_file(p, filters)
+                        if table is not None:
+                            tables.append(table)
                     break
                 except FileNotFoundError:
                     if attempt == 4:
@@ -232,6 +320,19 @@ class HistoryStore:
         if not tables:
             return SCHEMA.empty_table()
         return pa.concat_tables(tables)
+
+    def _read_file(self, path: Path, filters: list[tuple[str, str, object]]) -> pa.Table | None:
+        """One file's rows, or None when it is damaged (quarantined by the owner, skipped by others)."""
+        try:
+            return pq.read_table(path, schema=SCHEMA, filters=filters)
+        except FileNotFoundError:
+            raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            if self.owner:
+                self._quarantine(path, f"unreadable: {exc}")
+            else:
+                logger.warning("history: skipping unreadable %s: %s", path, exc)
+            return None
 
     def samples(self, tenant: str, since_s: float, until_s: float,
                 pending: Iterable[Mapping[SlotKey, list[float]]] = ()) -> list[SlotSample]:

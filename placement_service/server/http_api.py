@@ -82,6 +82,8 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         metrics.inc("harvest_http_requests_total", route=rule, status=str(resp.status_code))
         if resp.status_code == 401:
             resp.headers["WWW-Authenticate"] = 'Bearer realm="harvest"'
+        elif resp.status_code == 503:
+            resp.headers["Retry-After"] = "5"
         return resp
 
     @app.errorhandler(RequestError)
@@ -144,10 +146,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     def post_place() -> Response:
         doc = _body()
         writer, replicas, excluded, block_size = parse_place_request(doc)
-        if writer:
-            service.node(writer)  # 404 for an unknown writer
-        result = service.policy_with_node(writer).place(writer, replicas, excluded, block_size)
-        return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason})
+        result = service.place(writer, replicas, excluded, block_size)
+        return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason,
+                      "short": result.short})
 
     # -- queries ---------------------------------------------------------------------------------
     @app.get("/v1/classes")
@@ -222,8 +223,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return _json({"status": "ok", "class_table_version": service.policy.version,
-                      "log_segment": service.wal.segment_id})
+        doc = service.health_snapshot()
+        doc.update({"class_table_version": service.policy.version, "log_segment": service.wal.segment_id})
+        return _json(doc, 503 if doc["status"] == "unhealthy" else 200)
 
     @app.get("/metrics")
     def get_metrics() -> Response:

@@ -56,6 +56,10 @@ class Metrics:
         with self._lock:
             return self._counters.get((name, tuple(sorted(labels.items()))), 0.0)
 
+    def gauge(self, name: str, **labels: str) -> float:
+        with self._lock:
+            return self._gauges.get((name, tuple(sorted(labels.items()))), 0.0)
+
     def render(self) -> str:
         lines: list[str] = []
         collected = {}

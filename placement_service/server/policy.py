@@ -1,8 +1,16 @@
 """The policy view: one immutable snapshot of what the decisions need, swapped in as a whole.
 
 A view bundles the adopted class table, a ``ClassSelector`` over its classes (current CPU from the
-nodes' latest reports), and a ``ReplicaPlacer`` over the harvestable nodes (free space from their
-latest reports, grid cells from the table). The service builds a new view after a re-clustering,
+nodes' latest reports), and ``ReplicaPlacer`` s over the harvestable nodes (free space from their
+latest reports, grid cells from the table), one per block-size bucket asked for.
+
+Placement decisions change nothing (they are not authenticated): the space of a placed block is not
+booked, free space comes only from the nodes' reports (``set_free``). A block of ``B`` bytes needs
+free space of at least ``B`` rounded up to a power of two MiB (at least 1 MiB) on every target: the
+buckets bound how many placers a view can build (each costs ~50 ms for 15,000 nodes), whatever sizes
+unauthenticated callers ask for. When fewer usable nodes exist than replicas asked for, the answer
+holds the usable ones and is marked ``short`` (the NameNode's re-replication loop would otherwise ask
+again about once a second per block); none at all is a refusal. The service builds a new view after a re-clustering,
 when nodes register, and on every compaction tick, and replaces its reference in one assignment,
 so a request sees either the old view or the new one. The core objects are not thread-safe: each
 view serializes its decisions with its own lock (decisions take microseconds).
@@ -11,6 +19,7 @@ view serializes its decisions with its own lock (decisions take microseconds).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from placement_service.core.placement import PlacementConfig, PlacementResult, ReplicaPlacer
+from placement_service.core.placement import PlacementConfig, ReplicaPlacer
 from placement_service.core.selection import ClassSelector
 from placement_service.core.types import ClassTable, Inventory, Job, PlacementError, PolicyError, Selection
 from placement_service.server.config import ServiceConfig
@@ -58,6 +67,24 @@ def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
 
 
 @dataclass(frozen=True)
+class PlaceDecision:
+    targets: tuple[str, ...]
+    relaxed: bool
+    reason: str
+    short: bool  # fewer targets than replicas asked for: all the usable nodes there are
+    block_mb: float  # the bucket the block was placed in
+
+
+def block_bucket_mb(block_size_bytes: int, default_mb: float) -> float:
+    """The free space (MiB) a block needs: its size rounded up to a power of two, at least 1 MiB;
+    ``default_mb`` when the caller gave no size (0)."""
+    if block_size_bytes <= 0:
+        return default_mb
+    mb = block_size_bytes / (1024.0 * 1024.0)
+    return float(2 ** max(0, math.ceil(math.log2(mb)))) if mb > 1.0 else 1.0
+
+
+@dataclass(frozen=True)
 class JobDecision:
     selection: Selection
     queue: str | None
@@ -75,6 +102,7 @@ class PolicyView:
         placer_nodes: frozenset[str],
         cfg: ServiceConfig,
         reimage_rates: Mapping[str, float],
+        make_placer: Callable[[float], ReplicaPlacer | None] | None = None,
     ) -> None:
         self.version = version
         self.doc = doc
@@ -87,6 +115,12 @@ class PolicyView:
         self.reimage_rates = reimage_rates
         self._lock = threading.Lock()
         self._rng = np.random.default_rng(cfg.seed)
+        self._make_placer = make_placer
+        self._placers: dict[float, ReplicaPlacer] = {}
+        if placer is not None:
+            self._placers[placer.config.block_size_mb] = placer
+        self._free_gb: dict[str, float] = {}  # reported free space last applied to the placers
+        self._busy: dict[str, bool] = {}  # busy flags reported since the view was built
 
     def class_of_tenant(self, tenant: str) -> str:
         return self.tenant_class.get(tenant, "")
@@ -103,7 +137,22 @@ class PolicyView:
     def set_busy(self, node: str, busy: bool) -> None:
         if self.placer is not None and node in self.placer_nodes:
             with self._lock:
-                self.placer.set_busy(node, busy)
+                self._busy[node] = busy
+                for placer in self._placers.values():
+                    placer.set_busy(node, busy)
+
+    def set_free(self, node: str, free_storage_gb: float, min_change_gb: float = 1.0) -> None:
+        """Take a node's reported free space (placements book nothing); changes under
+        ``min_change_gb`` are skipped, to keep the ingest path cheap."""
+        if self.placer is None or node not in self.placer_nodes:
+            return
+        with self._lock:
+            last = self._free_gb.get(node)
+            if last is not None and abs(last - free_storage_gb) < min_change_gb:
+                return
+            self._free_gb[node] = free_storage_gb
+            for placer in self._placers.values():
+                _set_free_mb(placer, node, free_storage_gb * 1024.0)
 
     def select(self, job: Job) -> JobDecision:
         if self.selector is None:
@@ -118,23 +167,56 @@ class PolicyView:
         # default partition, where idle non-exclusive class nodes take its containers.
         return JobDecision(selection, self.cfg.multi_class_queue, "")
 
-    def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int) -> PlacementResult:
+    def _placer_for_bucket(self, block_mb: float) -> ReplicaPlacer:
+        """Under ``_lock``: the placer of one block-size bucket, built on first use."""
+        placer = self._placers.get(block_mb)
+        if placer is None:
+            assert self.placer is not None
+            built = self._make_placer(block_mb) if self._make_placer is not None else None
+            if built is None:
+                built = self.placer  # no factory (tests): the default bucket serves every size
+            else:
+                for node, busy in self._busy.items():
+                    built.set_busy(node, busy)
+                for node, free_gb in self._free_gb.items():
+                    _set_free_mb(built, node, free_gb * 1024.0)
+            placer = self._placers[block_mb] = built
+        return placer
+
+    def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int) -> PlaceDecision:
+        """Targets for one block; books nothing (see the module docstring)."""
         if self.placer is None:
             raise RequestError("no harvestable node with storage has reported yet", "nodes", 409)
-        block_mb = block_size_bytes / (1024.0 * 1024.0) if block_size_bytes else self.placer.config.block_size_mb
+        block_mb = block_bucket_mb(block_size_bytes, self.placer.config.block_size_mb)
+        excluded_known = [e for e in dict.fromkeys(excluded) if e in self.placer_nodes]
         with self._lock:
-            result = self.placer.place(
-                writer if writer in self.placer_nodes else None, replicas,
-                excluded=[e for e in excluded if e in self.placer_nodes], rng=self._rng,
+            placer = self._placer_for_bucket(block_mb)
+            available = placer.usable_count() - sum(1 for e in excluded_known if placer.is_usable(e))
+            if available <= 0:
+                raise PlacementError(
+                    f"place: no node has {block_mb:.0f} MB free for this block (of {len(self.placer_nodes)}; "
+                    f"busy, full and excluded nodes skipped)"
+                )
+            short = available < replicas
+            result = placer.place(
+                writer if writer in self.placer_nodes else None, min(replicas, available),
+                excluded=excluded_known, rng=self._rng,
             )
-            # The placer books its configured block size; correct the booking to this block's size.
-            delta = self.placer.config.block_size_mb - block_mb
-            for t in result.targets:
-                if delta > 0:
-                    self.placer.release(t, delta)
-                elif delta < 0:
-                    self.placer.allocate(t, min(-delta, self.placer.free_mb(t)))
-        return result
+            for t in result.targets:  # book nothing: give the space back at once
+                placer.release(t, placer.config.block_size_mb)
+        reason = result.reason
+        if short:
+            note = f"short: only {available} usable node(s) for {replicas} replicas"
+            reason = f"{note}; {reason}" if reason else note
+        return PlaceDecision(result.targets, result.relaxed, reason, short, block_mb)
+
+
+def _set_free_mb(placer: ReplicaPlacer, node: str, free_mb: float) -> None:
+    current = placer.free_mb(node)
+    if free_mb > current:
+        placer.release(node, free_mb - current)
+    elif free_mb < current:
+        placer.allocate(node, current - free_mb)
 
 
 def _placer_for(
@@ -216,7 +298,13 @@ def build_policy_view(
     except PolicyError as exc:
         logger.error("cannot build the replica placer: %s", exc)
         placer, placer_nodes = None, frozenset()
-    return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates)
+    frozen_nodes = {n: nodes[n] for n in placer_nodes}  # the view's own copy (the caller's dict moves on)
+
+    def make_placer(bucket_mb: float) -> ReplicaPlacer | None:
+        return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static)[0]
+
+    return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates,
+                      make_placer=make_placer)
 
 
-__all__ = ["PolicyView", "JobDecision", "build_policy_view", "NotFoundError", "PlacementError"]
+__all__ = ["PolicyView", "JobDecision", "PlaceDecision", "block_bucket_mb", "build_policy_view", "NotFoundError", "PlacementError"]

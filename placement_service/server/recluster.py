@@ -17,9 +17,12 @@ Steps of one run:
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -45,6 +48,43 @@ class ReclusterInput:
     max_fill_slots: int = 3
     state_path: Path | None = None  # SQLite state to store the result in (None: do not store)
     node_tenant: Mapping[str, str] = field(default_factory=dict)
+    # The service incarnation that asked (``meta.instance_id``): storing is refused once another
+    # incarnation owns the database, so a child that outlived its parent cannot write into the next.
+    instance_id: str = ""
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Child: get SIGKILL when the parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``), and in any case
+    watch the parent from a thread (every second: re-parented means orphaned), so a ``kill -9`` of
+    the service never leaves a re-clustering running (and writing) on its own.
+
+    The kernel sends the signal when the *thread* that started the child exits: the pool is started
+    from the re-clustering worker thread, which lives as long as the service.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError) as exc:
+            logger.warning("prctl(PR_SET_PDEATHSIG) unavailable: %s", exc)
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _child_init(priority: str, parent_pid: int) -> None:
+    _die_with_parent(parent_pid)
+    _set_priority(priority)
 
 
 def _set_priority(priority: str = "idle") -> None:
@@ -81,7 +121,7 @@ def recluster_and_store(inp: ReclusterInput) -> tuple[int, dict[str, Any]]:
     labels = {n: tenant_class.get(t, "") for n, t in inp.node_tenant.items()}
     store = StateStore(inp.state_path)
     try:
-        return store.save_class_table(doc, labels), doc
+        return store.save_class_table(doc, labels, instance_id=inp.instance_id or None), doc
     finally:
         store.close()
 
@@ -203,8 +243,8 @@ class ReclusterWorker:
             inp = self._make_input()
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_set_priority,
-                    initargs=(self._priority,),
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_child_init,
+                    initargs=(self._priority, os.getpid()),
                 )
             version, doc = self._pool.submit(recluster_and_store, inp).result()
             self._on_table(version, doc)

@@ -46,6 +46,14 @@ class NotFoundError(RequestError):
         super().__init__(message, field, status=404)
 
 
+class UnavailableError(RequestError):
+    """The service cannot do this now (storage error, out of file handles); retry later (503 /
+    gRPC UNAVAILABLE). The message says why."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message, field, status=503)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeReport:
     """One sample of one node (fields of ``POST /v1/reports`` and the gRPC ``NodeReport``)."""

@@ -3,16 +3,28 @@
 Protocol-free: the HTTP and gRPC adapters (``http_api``, ``grpc_api``) translate requests into calls
 here. Ingest of one request (HTTP body or gRPC message):
 
-1. under the ingest lock, drop replays (``seq`` <= the node's last stored ``seq``), append the rest
-   to the report log as one frame and add them to the in-memory aggregate of the log segment they
-   went to (the aggregate answers history queries until the segment is compacted);
-2. outside the lock, wait until the frame is durable (group commit, see ``wal``);
+1. under the ingest lock, drop replays (``seq`` <= the node's last accepted ``seq``), append the rest
+   to the report log as one frame and keep them *in flight* under the frame's ticket;
+2. outside the lock, wait until the frame is durable (group commit, see ``wal``). The log's writer
+   thread, once the frame is on disk and before any waiter wakes, moves the in-flight reports into
+   the in-memory aggregate of the segment the frame landed in (the aggregate answers history
+   queries until the segment is compacted): nothing that is not durable is ever counted;
 3. only then update the live node view (last report, busy flag, new nodes) and acknowledge.
+
+A storage error refuses the request at once (:class:`UnavailableError`, HTTP 503 / gRPC UNAVAILABLE,
+with the reason): the log forgets every frame not yet durable, their seqs are given back (a resend
+is not taken for a replay), ``/healthz`` turns unhealthy, and the log accepts reports again by
+itself once the disk takes writes (see ``wal``).
 
 Compaction (background thread, every ``compact_interval_s``): close the active log segment, store
 each closed segment's aggregate as Parquet and its nodes' last reports in SQLite, then delete the
-segment. Start-up replays every remaining segment into the same in-memory structures, so a crash at
-any point loses nothing that was acknowledged and counts nothing twice.
+segment. A failed compaction keeps its segments and is retried on the next tick. Start-up replays
+every remaining segment into the same in-memory structures, so a crash at any point loses nothing
+that was acknowledged and counts nothing twice; when SQLite is behind the history (its WAL file was
+lost), the nodes' last seqs are rebuilt from the Parquet files' metadata so replays stay replays.
+
+One process owns a data directory (``lockfile``); each start is a new *incarnation* (an id stored in
+SQLite) and a re-clustering child of an older incarnation cannot store its class table.
 """
 
 from __future__ import annotations
@@ -25,19 +37,37 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from placement_service.atomic import atomic_write_text
 from placement_service.server.config import ServiceConfig
+from placement_service.server.health import Health
 from placement_service.server.history import Aggregate, HistoryStore, SlotSample, add_reports
+from placement_service.server.lockfile import lock_data_dir, unlock_data_dir
 from placement_service.server.metrics import Metrics
-from placement_service.server.policy import PolicyView, build_policy_view, load_static_inputs
+from placement_service.server.policy import PlaceDecision, PolicyView, build_policy_view, load_static_inputs
 from placement_service.server.recluster import ReclusterInput, ReclusterWorker
-from placement_service.server.reports import NodeReport, NotFoundError, decode_frame, encode_frame
+from placement_service.server.reports import (
+    NodeReport,
+    NotFoundError,
+    UnavailableError,
+    decode_frame,
+    encode_frame,
+)
 from placement_service.server.state import StateStore
-from placement_service.server.wal import ReportLog, fsync_dir, list_segments, read_frames, segment_path
+from placement_service.server.wal import (
+    LogError,
+    ReportLog,
+    describe_error,
+    errno_name,
+    fsync_dir,
+    list_segments,
+    read_frames,
+    segment_path,
+)
 from placement_service.server.yarn_rm import ResourceManagerClient
 
 logger = logging.getLogger(__name__)
@@ -62,13 +92,55 @@ def _newer(a: NodeReport | None, b: NodeReport) -> NodeReport:
     return a
 
 
+class RateLimitedLog:
+    """INFO lines at most ``per_s`` per second (token bucket, burst ``per_s``); the next line that
+    passes says how many were left out meanwhile. ``per_s`` 0 logs nothing."""
+
+    def __init__(self, log: logging.Logger, per_s: float) -> None:
+        self._log = log
+        self._per_s = per_s
+        self._tokens = per_s
+        self._last = time.monotonic()
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def log(self, fmt: str, *args: object) -> None:
+        if self._per_s <= 0 or not self._log.isEnabledFor(logging.INFO):
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self._per_s, self._tokens + (now - self._last) * self._per_s)
+            self._last = now
+            if self._tokens < 1.0:
+                self._dropped += 1
+                return
+            self._tokens -= 1.0
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            self._log.info(fmt + " [%d similar line(s) not logged]", *args, dropped)
+        else:
+            self._log.info(fmt, *args)
+
+
 class PlacementService:
     def __init__(self, cfg: ServiceConfig) -> None:
         self.cfg = cfg
         self.metrics = Metrics()
+        self.health = Health(self.metrics)
+        self._decision_log = RateLimitedLog(logger, per_s=cfg.decision_log_per_s)
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = lock_data_dir(cfg.data_dir)  # before touching anything else in it
+        try:
+            self._open(cfg)
+        except BaseException:
+            unlock_data_dir(self._lock_fd)
+            raise
+
+    def _open(self, cfg: ServiceConfig) -> None:
         self.log_dir = cfg.data_path("log")
         self.state = StateStore(cfg.data_path("state.sqlite"))
+        self.instance_id = uuid.uuid4().hex
+        self.state.set_meta("instance_id", self.instance_id)
         self.history = HistoryStore(cfg.data_path("history"), cfg.slot_s)
         self._ingest_lock = threading.Lock()
         self._query_lock = threading.Lock()
@@ -77,12 +149,19 @@ class PlacementService:
         # Durable view: last stored report per node, from SQLite then the log.
         self._nodes: dict[str, NodeReport] = self.state.load_nodes()
         self._last_seq: dict[str, int] = {n: r.seq for n, r in self._nodes.items()}
+        self._rebuild_seq_from_history()
         self._pending: dict[int, Aggregate] = {}
         self._pending_nodes: dict[int, dict[str, NodeReport]] = {}
         self._closed: list[int] = self._recover_log()
-        next_id = max(self._closed, default=int(self.state.get_meta("next_segment", "0"))) + 1
+        # Seqs on disk (what a refused frame's nodes fall back to) and frames not yet durable.
+        self._durable_seq: dict[str, int] = dict(self._last_seq)
+        self._inflight: dict[int, tuple[NodeReport, ...]] = {}
+        next_id = max([*self._closed, int(self.state.get_meta("next_segment", "0")),
+                       self.history.max_segment_id]) + 1
         self.state.set_meta("next_segment", str(next_id))
-        self.wal = ReportLog(self.log_dir, next_id)
+        self.wal = ReportLog(self.log_dir, next_id, on_durable=self._on_durable, on_failed=self._on_log_failed,
+                             on_recovered=self._on_log_recovered)
+        self._report_quarantine()
         self._harvestable = self.state.load_harvestable()
         version, doc = self.state.load_class_table()
         if doc is None and cfg.classes_file is not None:
@@ -126,10 +205,25 @@ class PlacementService:
         self._compactor.join(timeout=30)
         try:
             self.compact()
-        except Exception:
-            logger.exception("final compaction failed; the log keeps the reports for the next start")
+        except Exception as exc:
+            logger.error("final compaction failed; the log keeps the reports for the next start: %s", exc)
         self.wal.close()
         self.state.close()
+        unlock_data_dir(self._lock_fd)
+
+    # -- health ----------------------------------------------------------------------------------
+    def health_snapshot(self) -> dict[str, Any]:
+        doc = self.health.snapshot()
+        doc["quarantined_files"] = list(self.history.quarantined)
+        return doc
+
+    def _report_quarantine(self) -> None:
+        n = len(self.history.quarantined)
+        self.metrics.set("harvest_history_quarantined_files", n)
+        if n:
+            last = self.history.quarantined[-1]
+            self.health.set("history", f"{n} damaged history file(s) quarantined, their samples are lost; "
+                                       f"last: {last['file']}: {last['reason']}", "quarantined", critical=False)
 
     # -- recovery --------------------------------------------------------------------------------
     def _recover_log(self) -> list[int]:
@@ -138,8 +232,12 @@ class PlacementService:
         for i, seg in enumerate(segments):
             agg = self._pending.setdefault(seg.segment_id, {})
             nodes = self._pending_nodes.setdefault(seg.segment_id, {})
-            for payload in read_frames(seg.path, truncate_torn=(i == len(segments) - 1)):
-                reports = decode_frame(payload)
+            for payload in read_frames(seg.path, truncate_torn=(i == len(segments) - 1), payload_prefix=b"[["):
+                try:
+                    reports = decode_frame(payload)
+                except (ValueError, TypeError, IndexError) as exc:
+                    logger.warning("%s: skipping a frame that does not decode: %s", seg.path, exc)
+                    continue
                 add_reports(agg, reports, self.cfg.slot_s)
                 for r in reports:
                     nodes[r.node] = _newer(nodes.get(r.node), r)
@@ -150,29 +248,89 @@ class PlacementService:
             logger.info("replayed %d report(s) from %d log segment(s)", n_reports, len(segments))
         return [s.segment_id for s in segments]
 
+    def _rebuild_seq_from_history(self) -> None:
+        """SQLite behind the history (its WAL lost after a crash)? Take each node's highest stored
+        seq from the Parquet metadata, so reports replayed by agents are not stored twice."""
+        behind = 0
+        for node, seq in self.history.node_seq.items():
+            if seq > self._last_seq.get(node, 0):
+                self._last_seq[node] = seq
+                behind += 1
+        if behind:
+            logger.warning("state.sqlite is behind the stored history for %d node(s) (lost SQLite WAL?): "
+                           "de-duplication state rebuilt from the Parquet files", behind)
+            self.metrics.inc("harvest_seq_rebuilt_nodes_total", behind)
+
     # -- ingest ----------------------------------------------------------------------------------
     def ingest(self, reports: Sequence[NodeReport]) -> IngestResult:
-        """Steps 1-3 of the module docstring; returns once the stored reports are durable."""
+        """Steps 1-2 of the module docstring (append; wait with ``wal.wait(result.ticket)``).
+
+        Raises :class:`UnavailableError` at once while the report log refuses writes."""
         stored: list[NodeReport] = []
         duplicates = 0
         with self._ingest_lock:
+            seen: dict[str, int] = {}
             for r in reports:
                 if r.seq:
-                    if r.seq <= self._last_seq.get(r.node, 0):
+                    last = seen.get(r.node, self._last_seq.get(r.node, 0))
+                    if r.seq <= last:
                         duplicates += 1
                         continue
-                    self._last_seq[r.node] = r.seq
+                    seen[r.node] = r.seq
                 stored.append(r)
             if stored:
-                ticket, seg = self.wal.append(encode_frame(stored))
-                add_reports(self._pending.setdefault(seg, {}), stored, self.cfg.slot_s)
-                nodes = self._pending_nodes.setdefault(seg, {})
-                for r in stored:
-                    nodes[r.node] = _newer(nodes.get(r.node), r)
+                try:
+                    ticket = self.wal.append(encode_frame(stored))
+                except LogError as exc:
+                    self.metrics.inc("harvest_reports_refused_total", len(reports))
+                    raise UnavailableError(f"storage unavailable, reports refused: {exc}") from None
+                self._inflight[ticket] = tuple(stored)
+                self._last_seq.update(seen)
             else:
                 ticket = self.wal.last_ticket()
             acked = {r.node: self._last_seq.get(r.node, 0) for r in reports}
         return IngestResult(ticket, tuple(stored), duplicates, acked)
+
+    def _on_durable(self, first_ticket: int, last_ticket: int, segment_id: int) -> None:
+        """Writer thread, frames on disk in ``segment_id``: count them (step 2)."""
+        with self._ingest_lock:
+            agg = self._pending.setdefault(segment_id, {})
+            nodes = self._pending_nodes.setdefault(segment_id, {})
+            for ticket in range(first_ticket, last_ticket + 1):
+                batch = self._inflight.pop(ticket, None)
+                if not batch:
+                    continue
+                add_reports(agg, batch, self.cfg.slot_s)
+                for r in batch:
+                    nodes[r.node] = _newer(nodes.get(r.node), r)
+                    if r.seq > self._durable_seq.get(r.node, 0):
+                        self._durable_seq[r.node] = r.seq
+
+    def _on_log_failed(self, last_failed_ticket: int, exc: BaseException) -> None:
+        """Writer thread: every in-flight frame up to ``last_failed_ticket`` is refused; give its
+        nodes' seqs back so that the agents' resends are stored, not taken for replays."""
+        refused = 0
+        with self._ingest_lock:
+            nodes: set[str] = set()
+            for ticket in [t for t in self._inflight if t <= last_failed_ticket]:
+                batch = self._inflight.pop(ticket)
+                refused += len(batch)
+                nodes.update(r.node for r in batch)
+            for node in nodes:
+                self._last_seq[node] = self._durable_seq.get(node, 0)
+        self.metrics.inc("harvest_reports_refused_total", refused)
+        self.health.set("report_log", f"report log write failed, ingest refused: {describe_error(exc)}",
+                        errno_name(exc))
+
+    def _on_log_recovered(self) -> None:
+        self.health.clear("report_log")
+
+    def wait_durable(self, result: IngestResult) -> None:
+        """Step 2: block until the request's frame is durable; :class:`UnavailableError` if refused."""
+        try:
+            self.wal.wait(result.ticket)
+        except LogError as exc:
+            raise UnavailableError(f"storage unavailable, reports refused: {exc}") from None
 
     def after_durable(self, result: IngestResult) -> None:
         """Step 3: the live view follows durable reports only."""
@@ -189,11 +347,13 @@ class PlacementService:
                 self._nodes[r.node] = new
                 if old is None or old.busy != new.busy:
                     self._policy.set_busy(r.node, new.busy)
+                if new is r:
+                    self._policy.set_free(r.node, r.free_storage_gb)
         self.metrics.inc("harvest_reports_stored_total", len(result.stored))
 
     def ingest_and_wait(self, reports: Sequence[NodeReport]) -> IngestResult:
         result = self.ingest(reports)
-        self.wal.wait(result.ticket)
+        self.wait_durable(result)
         self.after_durable(result)
         return result
 
@@ -202,18 +362,42 @@ class PlacementService:
         while not self._stopping.wait(self.cfg.compact_interval_s):
             try:
                 self.compact()
+            except Exception as exc:
+                logger.warning("compaction failed; retrying on the next tick: %s", exc)
+            try:
                 self.refresh_policy()
             except Exception:
-                logger.exception("compaction failed; will retry on the next tick")
+                logger.exception("policy refresh failed; keeping the current view")
 
     def compact(self) -> int:
-        """Close the active log segment and store every closed one; returns reports' segments stored."""
+        """Close the active log segment and store every closed one; returns the segments stored.
+
+        A segment leaves the to-do list only once it is stored, so a failure (disk full, EMFILE)
+        is retried by the next call; the failure is a ``compaction`` health problem until then."""
         with self._compact_lock:
-            closed = self.wal.rotate()
+            try:
+                closed = self.wal.rotate()
+                rotate_error: Exception | None = None
+            except LogError as exc:
+                closed, rotate_error = [], exc
             with self._ingest_lock:  # barrier: appends tagged with a closed segment have finished
-                todo = sorted(set(self._closed) | set(closed))
-                self._closed = []
-            self.compact_closed(todo)
+                self._closed = sorted(set(self._closed) | set(closed))
+                todo = list(self._closed)
+            try:
+                self.compact_closed(todo)
+            except Exception as exc:
+                cause = errno_name(exc) or type(exc).__name__
+                self.health.set("compaction", f"storing the report log failed (retried every "
+                                              f"{self.cfg.compact_interval_s:g} s): {describe_error(exc)}", cause)
+                self.metrics.inc("harvest_compaction_failures_total")
+                raise UnavailableError(f"storage unavailable, compaction failed: {describe_error(exc)}") from exc
+            if rotate_error is not None and self.wal.error is None:
+                self.health.set("compaction", f"log rotation failed (retried every {self.cfg.compact_interval_s:g} s): "
+                                              f"{rotate_error}", _cause_of(rotate_error))
+                self.metrics.inc("harvest_compaction_failures_total")
+                raise UnavailableError(f"storage unavailable, compaction failed: {rotate_error}") from rotate_error
+            if rotate_error is None:
+                self.health.clear("compaction")
             return len(todo)
 
     def compact_closed(self, segment_ids: Sequence[int]) -> None:
@@ -222,7 +406,8 @@ class PlacementService:
             nodes = self._pending_nodes.get(seg, {})
             with self._query_lock:
                 if agg:
-                    self.history.write_segment(seg, agg)
+                    node_seq = {n: r.seq for n, r in nodes.items() if r.seq}
+                    self.history.write_segment(seg, agg, node_seq)
                 with self._ingest_lock:
                     self._pending.pop(seg, None)
             if nodes:
@@ -233,7 +418,29 @@ class PlacementService:
             if path.exists():
                 os.unlink(path)
                 fsync_dir(self.log_dir)
+            with self._ingest_lock:
+                if seg in self._closed:
+                    self._closed.remove(seg)
             self.metrics.inc("harvest_segments_compacted_total", 1)
+
+    # -- decisions -------------------------------------------------------------------------------
+    def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int) -> PlaceDecision:
+        """Replica targets for one block (HTTP and gRPC); logged one line each (rate-limited)."""
+        if writer:
+            self.node(writer)  # NotFoundError for an unknown writer
+        try:
+            decision = self.policy_with_node(writer).place(writer, replicas, excluded, block_size_bytes)
+        except Exception as exc:
+            self._decision_log.log("place block_size=%d replicas=%d writer=%s -> refused: %s",
+                                   block_size_bytes, replicas, writer or "-", exc)
+            raise
+        self.metrics.inc("harvest_placements_total", short=str(decision.short).lower(),
+                         relaxed=str(decision.relaxed).lower())
+        self._decision_log.log("place block_size=%d (bucket %.0f MB) replicas=%d writer=%s -> targets=%s "
+                               "relaxed=%s short=%s%s", block_size_bytes, decision.block_mb, replicas, writer or "-",
+                               ",".join(decision.targets), decision.relaxed, decision.short,
+                               f" ({decision.reason})" if decision.reason else "")
+        return decision
 
     # -- queries ---------------------------------------------------------------------------------
     def node(self, node: str) -> NodeReport:
@@ -263,11 +470,20 @@ class PlacementService:
         with self._query_lock:
             with self._ingest_lock:
                 pending = [{k: v[:] for k, v in agg.items()} for agg in self._pending.values()]
-            return self.history.samples(tenant, since_s, until_s, pending)
+            samples = self.history.samples(tenant, since_s, until_s, pending)
+        if len(self.history.quarantined) != self.metrics.gauge("harvest_history_quarantined_files"):
+            self._report_quarantine()  # a read found a damaged file
+        return samples
 
     def known_tenant(self, tenant: str) -> bool:
+        """Reported by a node now, in the class table, or in the stored history."""
         with self._nodes_lock:
             if any(r.tenant == tenant for r in self._nodes.values()):
+                return True
+        if tenant in self.history.known_tenants:
+            return True
+        with self._ingest_lock:
+            if any(k[0] == tenant for agg in self._pending.values() for k in agg):
                 return True
         return tenant in self._policy.tenant_class
 
@@ -359,6 +575,7 @@ class PlacementService:
             servers_per_tenant=servers, cores_per_tenant=cores, storage_gb_per_tenant=storage,
             reimage_rate_per_tenant=self._static.reimage_rates, seed=self.cfg.seed,
             state_path=self.cfg.data_path("state.sqlite"), node_tenant={r.node: r.tenant for r in nodes},
+            instance_id=self.instance_id,
         )
 
     def adopt_class_table(self, version: int, doc: dict[str, Any]) -> None:
@@ -448,6 +665,11 @@ class PlacementService:
             self.rm_status["queue_refreshes"] += 1
             self.rm_status["queue_refresh_error"] = ""
             logger.info("YARN queues refreshed (%s)", command)
+
+
+def _cause_of(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return errno_name(cause) if cause is not None else type(exc).__name__
 
 
 def _without_source(text: str) -> str:

@@ -21,7 +21,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from placement_service import HarvestError
 from placement_service.server.reports import NodeReport
+
+
+class StaleInstanceError(HarvestError):
+    """A writer from a previous service incarnation (e.g. an orphaned re-clustering child)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -92,11 +97,23 @@ class StateStore:
                 raise
 
     # -- classes ---------------------------------------------------------------------------------
-    def save_class_table(self, doc: Mapping[str, Any], node_labels: Mapping[str, str]) -> int:
-        """Adopt a new class table and node -> class mapping atomically; returns its version."""
+    def save_class_table(self, doc: Mapping[str, Any], node_labels: Mapping[str, str],
+                         instance_id: str | None = None) -> int:
+        """Adopt a new class table and node -> class mapping atomically; returns its version.
+
+        With ``instance_id``, refuse (:class:`StaleInstanceError`, nothing stored) unless the
+        database still belongs to that service incarnation (checked inside the transaction)."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                if instance_id is not None:
+                    row = self._db.execute("SELECT value FROM meta WHERE key = 'instance_id'").fetchone()
+                    owner = "" if row is None else str(row[0])
+                    if owner != instance_id:
+                        raise StaleInstanceError(
+                            f"class table from service incarnation {instance_id} refused: the data directory "
+                            f"now belongs to incarnation {owner or '(none)'}"
+                        )
                 cur = self._db.execute(
                     "INSERT INTO class_tables(created_s, doc) VALUES (?, ?)", (time.time(), json.dumps(doc))
                 )

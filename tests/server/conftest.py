@@ -70,7 +70,8 @@ class ServerProc:
         self.proc.wait()
 
 
-def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> ServerProc:
+def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None,
+                 preexec_fn: Any = None) -> ServerProc:
     data_dir.mkdir(parents=True, exist_ok=True)
     token_file = data_dir.parent / f"{data_dir.name}.token"
     token_file.write_text(TOKEN + "\n")
@@ -80,7 +81,8 @@ def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None)
     full_env = dict(os.environ)
     full_env.update(env or {})
     with open(log, "a") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=full_env)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=full_env,
+                                preexec_fn=preexec_fn)
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
     line = ""

@@ -16,7 +16,7 @@ def test_group_commit_makes_every_frame_durable_in_order(tmp_path: Path) -> None
     def writer(k: int) -> None:
         for i in range(50):
             with lock:
-                t, _ = log.append(f"{k}-{i}".encode())
+                t = log.append(f"{k}-{i}".encode())
             log.wait(t, timeout_s=10)
             tickets.append(t)
 
@@ -35,13 +35,13 @@ def test_group_commit_makes_every_frame_durable_in_order(tmp_path: Path) -> None
 
 
 def test_rotate_closes_segment_and_new_frames_go_to_the_next(tmp_path: Path) -> None:
-    log = ReportLog(tmp_path, 5)
-    t, seg = log.append(b"a")
-    assert seg == 5
+    landed: list[tuple[int, int, int]] = []
+    log = ReportLog(tmp_path, 5, on_durable=lambda a, b, seg: landed.append((a, b, seg)))
+    log.append(b"a")
     assert log.rotate() == [5]
-    t2, seg2 = log.append(b"b")
+    t2 = log.append(b"b")
     log.wait(t2, 5)
-    assert seg2 == 6
+    assert landed == [(1, 1, 5), (2, 2, 6)]  # each frame reported with the segment it landed in
     log.close()
     assert [s.segment_id for s in list_segments(tmp_path)] == [5, 6]
     assert list(read_frames(segment_path(tmp_path, 5))) == [b"a"]
@@ -50,8 +50,8 @@ def test_rotate_closes_segment_and_new_frames_go_to_the_next(tmp_path: Path) -> 
 
 def test_torn_tail_is_cut_and_earlier_frames_survive(tmp_path: Path) -> None:
     log = ReportLog(tmp_path, 1)
-    t, _ = log.append(b"first")
-    t, _ = log.append(b"second")
+    t = log.append(b"first")
+    t = log.append(b"second")
     log.wait(t, 5)
     log.close()
     path = segment_path(tmp_path, 1)
@@ -69,7 +69,7 @@ def test_torn_tail_is_cut_and_earlier_frames_survive(tmp_path: Path) -> None:
 
 def test_future_resolves_after_durable(tmp_path: Path) -> None:
     log = ReportLog(tmp_path, 1)
-    t, _ = log.append(b"x")
+    t = log.append(b"x")
     fut = log.future(t)
     fut.result(timeout=5)
     assert list(read_frames(segment_path(tmp_path, 1))) == [b"x"]
