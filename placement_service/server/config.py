@@ -61,6 +61,17 @@ class ServiceConfig:
     multi_class_queue: str = "default"  # queue for a job spread over several classes (no label OR)
     # gRPC
     grpc_max_workers: int = 16
+    # Busy DataNodes as HDFS maintenance (server/maintenance.py); off unless dfs_hosts_file is set.
+    dfs_hosts_file: Path | None = None  # the NameNode's dfs.hosts (JSON, CombinedHostFileManager)
+    dfs_hosts_base_file: Path | None = None  # entries to keep (e.g. `harvest hosts-file` output)
+    refresh_nodes_command: str = ""  # e.g. "hdfs dfsadmin -refreshNodes"
+    maintenance_enter_after_s: float = 60.0
+    maintenance_leave_after_s: float = 300.0
+    maintenance_max_enter_per_min: int = 2
+    maintenance_max_fraction: float = 0.1
+    maintenance_expiry_s: float = 3600.0
+    maintenance_stale_after_s: float = 60.0
+    maintenance_tick_s: float = 5.0
 
     def data_path(self, *parts: str) -> Path:
         return self.data_dir.joinpath(*parts)
@@ -79,7 +90,7 @@ class ServiceConfig:
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ServiceConfig)}
 _PATHS = {"data_dir", "token_file", "tls_cert_file", "tls_key_file", "inventory_file", "reimages_file",
-          "classes_file", "capacity_scheduler_file"}
+          "classes_file", "capacity_scheduler_file", "dfs_hosts_file", "dfs_hosts_base_file"}
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
