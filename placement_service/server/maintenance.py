@@ -169,12 +169,20 @@ def read_hosts_entries(path: Path) -> list[dict[str, Any]]:
     return doc
 
 
+def entry_keys(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """Node names an entry stands for: ``host`` and, with a ``port``, ``host:port`` (several
+    DataNodes on one host are told apart by their transfer port, as the NameNode does)."""
+    host = str(entry["hostName"])
+    return (host, f"{host}:{entry['port']}") if entry.get("port") else (host,)
+
+
 def render_hosts(base: list[dict[str, Any]], maintenance: Mapping[str, float]) -> str:
     """The base entries, with the nodes in ``maintenance`` marked IN_MAINTENANCE (until their expiry)
-    unless the base gives them an admin state of its own (the operator's decision wins)."""
+    unless the base gives them an admin state of its own (the operator's decision wins). A node is
+    matched by ``host`` or ``host:port`` (see :func:`entry_keys`)."""
     entries = [dict(e) for e in base]
     for e in entries:
-        expiry = maintenance.get(e["hostName"])
+        expiry = next((maintenance[k] for k in entry_keys(e) if k in maintenance), None)
         if expiry is not None and e.get("adminState") in (None, "NORMAL"):
             e["adminState"] = IN_MAINTENANCE
             e["maintenanceExpireTimeInMS"] = int(expiry * 1000)
@@ -246,7 +254,7 @@ class MaintenanceController:
 
     def tick(self) -> Plan:
         base = self._base()
-        listed = {e["hostName"] for e in base}
+        listed = {k for e in base for k in entry_keys(e)}
         nodes = {n: o for n, o in self._observe().items() if n in listed}
         plan = self.planner.step(self._clock(), nodes)
         for name in plan.entered:

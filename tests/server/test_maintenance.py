@@ -130,6 +130,11 @@ def test_hosts_file_keeps_base_entries_and_the_operators_states() -> None:
         {"hostName": "dn2", "adminState": "DECOMMISSIONED"},
         {"hostName": "dn3", "upgradeDomain": "reimage-row-1"},
     ]
+    # Several DataNodes on one host: told apart by port, as the NameNode does.
+    same_host = [{"hostName": "10.0.0.7", "port": 9866}, {"hostName": "10.0.0.7", "port": 9876}]
+    doc = json.loads(render_hosts(same_host, {"10.0.0.7:9876": T0}))
+    assert doc == [same_host[0], {**same_host[1], "adminState": "IN_MAINTENANCE",
+                                  "maintenanceExpireTimeInMS": int(T0 * 1000)}]
 
 
 def test_an_empty_or_missing_hosts_file_is_refused(tmp_path: Path) -> None:
