@@ -316,10 +316,12 @@ class MaintenanceController:
             self._thread.join(timeout=self.refresh_timeout_s + 5)
 
 
-def controller_from_config(cfg: Any, reports: Callable[[], Mapping[str, Any]]) -> MaintenanceController | None:
+def controller_from_config(cfg: Any, reports: Callable[[], Mapping[str, Any]],
+                           metrics: Any = None) -> MaintenanceController | None:
     """The controller ``harvest serve`` runs when ``dfs_hosts_file`` is set (else None).
 
-    ``reports`` returns the service's last report per node (``busy``, ``timestamp``)."""
+    ``reports`` returns the service's last report per node (``busy``, ``timestamp``); with
+    ``metrics`` (``server.metrics.Metrics``) the controller's state is exported as gauges."""
     if cfg.dfs_hosts_file is None:
         return None
     settings = MaintenanceSettings(
@@ -331,5 +333,12 @@ def controller_from_config(cfg: Any, reports: Callable[[], Mapping[str, Any]]) -
     def observe() -> dict[str, NodeObservation]:
         return {n: NodeObservation(bool(r.busy), float(r.timestamp)) for n, r in reports().items()}
 
-    return MaintenanceController(cfg.dfs_hosts_file, cfg.refresh_nodes_command, settings, observe,
-                                 base_file=cfg.dfs_hosts_base_file, tick_s=cfg.maintenance_tick_s)
+    ctl = MaintenanceController(cfg.dfs_hosts_file, cfg.refresh_nodes_command, settings, observe,
+                                base_file=cfg.dfs_hosts_base_file, tick_s=cfg.maintenance_tick_s)
+    if metrics is not None:
+        metrics.add_collector(lambda: {
+            "harvest_maintenance_nodes": float(len(ctl.status["in_maintenance"])),
+            "harvest_maintenance_held_nodes": float(len(ctl.status["held"])),
+            "harvest_maintenance_refresh_failing": 1.0 if ctl.status["last_error"] else 0.0,
+        })
+    return ctl

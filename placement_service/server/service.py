@@ -115,7 +115,7 @@ class PlacementService:
         )
         self._stopping = threading.Event()
         self._compactor = threading.Thread(target=self._compact_loop, name="compactor", daemon=True)
-        self.maintenance = controller_from_config(cfg, self._node_reports)  # busy DataNodes -> maintenance
+        self.maintenance = controller_from_config(cfg, self._node_reports, self.metrics)  # busy DNs -> maintenance
 
     def start(self) -> None:
         self.compact()  # store what the previous run left in the log before serving

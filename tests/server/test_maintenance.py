@@ -243,5 +243,7 @@ def test_serve_puts_a_busy_node_in_maintenance(tmp_path: Path) -> None:
         doc = json.loads(hosts.read_text())
         assert sorted(e["hostName"] for e in doc) == ["dn1", "dn2", "dn3", "dn4"]
         assert [e["hostName"] for e in doc if e.get("adminState") == "IN_MAINTENANCE"] == ["dn2"]
+        status, text = server.call("GET", "/metrics")
+        assert status == 200 and "harvest_maintenance_nodes 1" in str(text), text
     finally:
         server.stop()
