@@ -183,9 +183,21 @@ def _cmd_hosts(args: argparse.Namespace) -> int:
 
 def _cmd_topology(args: argparse.Namespace) -> int:
     from scheduler_plugin.inventory import read_servers
-    from scheduler_plugin.topology_map import render_topology_map
+    from scheduler_plugin.topology_map import build_topology_map, resolve_addresses
 
-    _write(args.out, render_topology_map(read_servers(args.inventory, require_rack=True)))
+    def no_resolve(_host: str) -> list[str]:
+        return []
+
+    topo = build_topology_map(read_servers(args.inventory, require_rack=True),
+                              resolve_addresses if args.resolve else no_resolve)
+    _write(args.out, topo.text)
+    if topo.unresolved:
+        print(f"warning: {len(topo.unresolved)} server(s) without an address line (no 'ip' column value"
+              f"{', not resolved' if args.resolve else ', --no-resolve'}): {', '.join(topo.unresolved[:10])}; "
+              "the NameNode asks by IP, so their DataNodes will be in /default-rack", file=sys.stderr)
+    if topo.ambiguous:
+        print(f"warning: address(es) of servers in different racks left out: {', '.join(topo.ambiguous[:10])}",
+              file=sys.stderr)
     return 0
 
 
@@ -259,8 +271,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
     p.set_defaults(func=_cmd_hosts)
 
-    p = subparsers.add_parser("topology-map", help="mapping file for the rack-awareness script")
-    p.add_argument("--inventory", type=Path, required=True, help="inventory CSV/Parquet (server, rack[, datacenter])")
+    p = subparsers.add_parser("topology-map", help="mapping file for the rack-awareness script",
+                              description="Write '<server> <path>' and '<ip> <path>' lines for every server. The "
+                              "NameNode resolves racks by DataNode IP address, so each server needs its address: "
+                              "from the inventory's 'ip' column, else by resolving its name here (a name that "
+                              "does not resolve gets a warning and only its name line).")
+    p.add_argument("--inventory", type=Path, required=True,
+                   help="inventory CSV/Parquet (server, rack[, datacenter][, ip])")
+    p.add_argument("--no-resolve", dest="resolve", action="store_false",
+                   help="do not resolve names that have no 'ip' value (they get only a name line)")
     p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
     p.set_defaults(func=_cmd_topology)
 

@@ -1,4 +1,4 @@
-"""Read the server inventory columns the plugins need (server, tenant, rack, datacenter).
+"""Read the server inventory columns the plugins need (server, tenant, rack, datacenter, ip).
 
 The inventory contract (``docs/contracts.md``) has more columns; the plugins only need who owns a
 server and where it sits. CSV is read with the standard library, Parquet with pyarrow (imported
@@ -8,6 +8,7 @@ only then). Errors name the file, the row and the column.
 from __future__ import annotations
 
 import csv
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ class ServerRow:
     tenant: str
     rack: str = ""
     datacenter: str = ""
+    ip: str = ""  # optional ``ip`` column: the address the server's DataNode registers with
 
 
 def _rows_from_parquet(path: Path) -> list[dict[str, str]]:
@@ -67,7 +69,14 @@ def read_servers(path: str | Path, require_rack: bool = False) -> list[ServerRow
         if server in seen:
             raise InventoryError(f"{p}: row {i}: server {server!r} already listed on row {seen[server]}")
         seen[server] = i
-        rows.append(ServerRow(server, tenant, rack, (rec.get("datacenter") or "").strip()))
+        ip = (rec.get("ip") or "").strip()
+        if ip:
+            try:
+                ip = str(ipaddress.ip_address(ip))
+            except ValueError:
+                raise InventoryError(f"{p}: row {i}: column 'ip' is not an IP address for server {server!r}: "
+                                     f"{ip!r}") from None
+        rows.append(ServerRow(server, tenant, rack, (rec.get("datacenter") or "").strip(), ip))
     if not rows:
         raise InventoryError(f"{p}: the inventory has no servers")
     return rows

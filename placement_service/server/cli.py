@@ -35,6 +35,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--refresh-queues-command",
                    help='command run after --capacity-scheduler-file changed, so YARN loads the new queues, '
                         'e.g. "yarn rmadmin -refreshQueues" (default: none)')
+    p.add_argument("--dfs-hosts-file",
+                   help="the NameNode's JSON dfs.hosts file: busy DataNodes are put IN_MAINTENANCE there "
+                        "(no writes, no reads) and taken out when idle (docs/hadoop.md, HDFS)")
+    p.add_argument("--dfs-hosts-base-file", help="hosts entries to keep in --dfs-hosts-file (e.g. the "
+                   "'harvest hosts-file' output with upgrade domains); default: one entry per known node")
+    p.add_argument("--refresh-nodes-command",
+                   help='command run after --dfs-hosts-file changed, e.g. "hdfs dfsadmin -refreshNodes"')
+    p.add_argument("--maintenance-enter-after-s", type=float, help="busy this long before entering (default 60)")
+    p.add_argument("--maintenance-leave-after-s", type=float, help="idle this long before leaving (default 300)")
+    p.add_argument("--maintenance-max-enter-per-min", type=int, help="nodes entering per minute (default 2)")
+    p.add_argument("--maintenance-max-fraction", type=float,
+                   help="nodes in maintenance plus silent nodes, at most this fraction (default 0.1)")
+    p.add_argument("--maintenance-expiry-s", type=float,
+                   help="maintenanceExpireTimeInMS horizon, renewed while busy (default 3600)")
     p.add_argument("--recluster-interval-s", type=float, help="seconds between re-clusterings (0 = on demand)")
     p.add_argument("--recluster-priority", choices=("idle", "low", "normal"),
                    help="CPU priority of the re-clustering process: idle (default; only on idle CPU, so it "
@@ -96,6 +110,9 @@ def _serve(args: argparse.Namespace) -> int:
         "data_dir", "http_port", "grpc_port", "token_file", "host", "tls_cert_file", "tls_key_file", "rm_url",
         "classes_file", "inventory_file", "reimages_file", "capacity_scheduler_file", "refresh_queues_command",
         "recluster_interval_s", "recluster_priority", "compact_interval_s", "slot_s",
+        "dfs_hosts_file", "dfs_hosts_base_file", "refresh_nodes_command", "maintenance_enter_after_s",
+        "maintenance_leave_after_s", "maintenance_max_enter_per_min", "maintenance_max_fraction",
+        "maintenance_expiry_s",
     )}
     cfg = build_config(Path(args.config) if args.config else None, os.environ, flags)
     package_logger = logging.getLogger("placement_service")

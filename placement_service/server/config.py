@@ -70,6 +70,17 @@ class ServiceConfig:
     http_max_connections: int = 1024
     http_max_header_bytes: int = 64 * 1024
     decision_log_per_s: float = 10.0  # INFO lines per second for placement decisions (0: none)
+    # Busy DataNodes as HDFS maintenance (server/maintenance.py); off unless dfs_hosts_file is set.
+    dfs_hosts_file: Path | None = None  # the NameNode's dfs.hosts (JSON, CombinedHostFileManager)
+    dfs_hosts_base_file: Path | None = None  # entries to keep (e.g. `harvest hosts-file` output)
+    refresh_nodes_command: str = ""  # e.g. "hdfs dfsadmin -refreshNodes"
+    maintenance_enter_after_s: float = 60.0
+    maintenance_leave_after_s: float = 300.0
+    maintenance_max_enter_per_min: int = 2
+    maintenance_max_fraction: float = 0.1
+    maintenance_expiry_s: float = 3600.0
+    maintenance_stale_after_s: float = 60.0
+    maintenance_tick_s: float = 5.0
 
     def data_path(self, *parts: str) -> Path:
         return self.data_dir.joinpath(*parts)
@@ -88,7 +99,7 @@ class ServiceConfig:
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ServiceConfig)}
 _PATHS = {"data_dir", "token_file", "tls_cert_file", "tls_key_file", "inventory_file", "reimages_file",
-          "classes_file", "capacity_scheduler_file"}
+          "classes_file", "capacity_scheduler_file", "dfs_hosts_file", "dfs_hosts_base_file"}
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:

@@ -47,6 +47,7 @@ from placement_service.server.config import ServiceConfig
 from placement_service.server.health import Health
 from placement_service.server.history import Aggregate, HistoryStore, SlotSample, add_reports
 from placement_service.server.lockfile import lock_data_dir, unlock_data_dir
+from placement_service.server.maintenance import controller_from_config
 from placement_service.server.metrics import Metrics
 from placement_service.server.policy import PlaceDecision, PolicyView, build_policy_view, load_static_inputs
 from placement_service.server.recluster import ReclusterInput, ReclusterWorker
@@ -193,15 +194,20 @@ class PlacementService:
         )
         self._stopping = threading.Event()
         self._compactor = threading.Thread(target=self._compact_loop, name="compactor", daemon=True)
+        self.maintenance = controller_from_config(cfg, self._node_reports, self.metrics)  # busy DNs -> maintenance
 
     def start(self) -> None:
         self.compact()  # store what the previous run left in the log before serving
         self._compactor.start()
         self.recluster.start()
+        if self.maintenance is not None:
+            self.maintenance.start()
 
     def close(self) -> None:
         self._stopping.set()
         self.recluster.stop()
+        if self.maintenance is not None:
+            self.maintenance.stop()
         self._compactor.join(timeout=30)
         try:
             self.compact()
@@ -443,6 +449,10 @@ class PlacementService:
         return decision
 
     # -- queries ---------------------------------------------------------------------------------
+    def _node_reports(self) -> dict[str, NodeReport]:
+        with self._nodes_lock:
+            return dict(self._nodes)
+
     def node(self, node: str) -> NodeReport:
         with self._nodes_lock:
             r = self._nodes.get(node)

@@ -50,6 +50,6 @@ if [ -z "$classpath" ]; then
   fi
   classpath="$(hadoop classpath)"
 fi
-javac --release 8 -Xlint:all -encoding UTF-8 -cp "$classpath" -d "$out/classes" "${main_sources[@]}"
+javac --release 8 -Xlint:all,-path -encoding UTF-8 -cp "$classpath" -d "$out/classes" "${main_sources[@]}"
 jar cf "$out/harvest-hdfs-shim.jar" -C "$out/classes" org/harvest
 echo "$out/harvest-hdfs-shim.jar"

@@ -2,12 +2,14 @@
 """Hadoop rack-awareness script (``net.topology.script.file.name``).
 
 Contract: Hadoop runs the script with up to ``net.topology.script.number.args`` (default 100) host
-names or IP addresses as arguments and reads one network path per argument from stdout, in the same
+names or IP addresses as arguments (the NameNode passes DataNode **IP addresses**: it resolves racks
+by the address a DataNode registers with) and reads one network path per argument from stdout, in the same
 order, separated by whitespace. A path starts with ``/`` (``/rack`` or ``/datacenter/rack``). A host
 the mapping does not know gets ``/default-rack``, so a new node still joins the cluster.
 
 The mapping file has one entry per line, ``<host-or-ip> <path>``; blank lines and ``#`` comments are
-ignored. It is generated from the inventory by ``harvest topology-map``. The file is
+ignored. It is generated from the inventory by ``harvest topology-map`` (a line per server name and
+one per address). The file is
 ``$HARVEST_TOPOLOGY_MAP`` when set, else ``topology.map`` next to this script. Names are matched as
 given, then lower-cased, then by their short form (before the first dot).
 
@@ -26,6 +28,11 @@ MAP_ENV = "HARVEST_TOPOLOGY_MAP"
 MAP_NAME = "topology.map"
 
 
+def is_address(host: str) -> bool:
+    """IPv4 (digits and dots) or IPv6 (has a colon): matched as given, never shortened."""
+    return ":" in host or host.replace(".", "").isdigit()
+
+
 def load_mapping(path: str) -> dict[str, str]:
     """Parse ``<host> <path>`` lines; raise ValueError naming the line for a malformed entry."""
     mapping = {}
@@ -40,14 +47,14 @@ def load_mapping(path: str) -> dict[str, str]:
             host, rack = fields
             mapping[host] = rack
             mapping.setdefault(host.lower(), rack)
-            if not host.replace(".", "").isdigit():  # an IP address has no short form
+            if not is_address(host):  # an IP address has no short form
                 mapping.setdefault(host.lower().split(".", 1)[0], rack)
     return mapping
 
 
 def resolve(mapping: dict[str, str], host: str) -> str:
     keys = [host, host.lower()]
-    if not host.replace(".", "").isdigit():
+    if not is_address(host):
         keys.append(host.lower().split(".", 1)[0])
     for key in keys:
         if key in mapping:

@@ -35,6 +35,8 @@ def responder(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
         return 200, {"targets": ["nope.example.com", "dn2.example.com", "dn3.example.com"]}, 0.0
     if mode == "garbage":
         return 200, "<html>busy</html>", 0.0
+    if mode == "conflict":
+        return 409, {"error": f"{body['replicas']} replicas asked, 4 usable nodes", "field": "replicas"}, 0.0
     if mode == "reject":
         return 404, {"error": "writer: unknown node 'dn9'", "field": "writer"}, 0.0
     if mode == "full":
@@ -54,7 +56,7 @@ def test_shim_java_unit_tests(tmp_path: Path, shim_classes: Path) -> None:
     failures = [ln for ln in lines if ln.startswith("FAIL")]
     assert proc.returncode == 0 and not failures, proc.stdout + proc.stderr
     assert "ALL PASSED" in lines
-    assert sum(ln.startswith("PASS") for ln in lines) >= 22
+    assert sum(ln.startswith("PASS") for ln in lines) >= 28
     # What the shim sent: the contract {"writer", "replicas", "excluded", "block_size"} with the token.
     shim_requests = [(p, b, h) for p, b, h in svc.requests if p.startswith("/good-excluding/")]
     assert shim_requests, svc.requests
@@ -62,6 +64,11 @@ def test_shim_java_unit_tests(tmp_path: Path, shim_classes: Path) -> None:
     assert path == "/good-excluding/v1/blocks/place"
     assert body == {"writer": "", "replicas": 3, "excluded": ["dn2.example.com"], "block_size": 128 * 2**20}
     assert headers["Authorization"] == "Bearer s3cret"
+    # The block size is the one the NameNode asked for, not a constant.
+    assert [b["block_size"] for p, b, _ in shim_requests if b["replicas"] == 2] == [64 * 2**20]
+    # 30 re-replication retries of one under-replicated block: one call, then the cached 409.
+    conflict = [b for p, b, _ in svc.requests if p.startswith("/conflict/")]
+    assert conflict == [{"writer": "", "replicas": 9, "excluded": ["dn6.example.com"], "block_size": 128 * 2**20}]
     # Compiled for Java 8: class file major version 52.
     cls = shim_classes / "org" / "harvest" / "hdfs" / "HarvestBlockPlacementPolicy.class"
     assert cls.read_bytes()[6:8] == b"\x00\x34"

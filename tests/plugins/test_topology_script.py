@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.plugins.conftest import SCRIPTS
+from placement_service.cli import main
+from tests.plugins.conftest import FIXTURES, SCRIPTS
 
 SCRIPT = SCRIPTS / "topology.py"
 
@@ -51,3 +52,18 @@ def test_missing_or_malformed_mapping_gives_default_rack_not_failure(tmp_path: P
 def test_no_arguments_prints_nothing(tmp_path: Path) -> None:
     proc = run(tmp_path / "absent.map")
     assert (proc.returncode, proc.stdout) == (0, "")
+
+
+def test_answers_the_ip_addresses_the_namenode_passes(tmp_path: Path) -> None:
+    """The NameNode resolves a DataNode's rack by its IP address (DatanodeManager passes getIpAddr())."""
+    m = tmp_path / "topology.map"
+    assert main(["topology-map", "--inventory", str(FIXTURES / "inventory.csv"), "--out", str(m)]) == 0
+    proc = run(m, "10.0.0.3", "10.0.0.1", "10.0.0.6", "10.0.0.5", "10.0.0.99")
+    assert proc.returncode == 0
+    assert proc.stdout.split() == ["/dc1/r2", "/dc1/r1", "/dc1/r2", "/dc1/r1", "/default-rack"]
+
+
+def test_ipv6_addresses_are_matched_whole(tmp_path: Path) -> None:
+    m = tmp_path / "topology.map"
+    m.write_text("fd00::1 /r1\nfd00 /r9\n")
+    assert run(m, "fd00::1", "fd00::2").stdout.split() == ["/r1", "/default-rack"]

@@ -13,14 +13,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
+import org.apache.hadoop.conf.Configurable;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.AddBlockFlag;
 import org.apache.hadoop.hdfs.protocol.BlockStoragePolicy;
 import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
 import org.apache.hadoop.hdfs.server.blockmanagement.BlockPlacementPolicyDefault;
 import org.apache.hadoop.hdfs.server.blockmanagement.DatanodeStorageInfo;
-import org.apache.hadoop.hdfs.server.blockmanagement.FSClusterStats;
-import org.apache.hadoop.hdfs.server.blockmanagement.Host2NodesMap;
 import org.apache.hadoop.net.NetworkTopology;
 import org.apache.hadoop.net.Node;
 import org.apache.hadoop.net.NodeBase;
@@ -40,9 +39,15 @@ import org.slf4j.LoggerFactory;
  * excluded set. Stock code then picks storages, checks space, load and staleness and orders the
  * pipeline, among the service's targets only. If that yields fewer replicas than asked (a target
  * is full, stale or breaks the rack rule), the block is placed by the stock policy alone.
- * Only the public Hadoop API is used (no package-private NameNode internals).
+ *
+ * <p>Only public Hadoop API is named. The NameNode creates the policy with
+ * {@code ReflectionUtils.newInstance(class, conf)}, which hands the configuration to a
+ * {@link Configurable} before {@code initialize}; this class reads its settings there and does
+ * not override {@code initialize}, whose last parameter type ({@code Host2NodesMap}) is
+ * package-private in Hadoop. DataNodes are found through the protected {@code clusterMap}
+ * (the {@link NetworkTopology}) that the stock {@code initialize} sets.
  */
-public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault {
+public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault implements Configurable {
   private static final Logger LOG = LoggerFactory.getLogger(HarvestBlockPlacementPolicy.class);
 
   public static final String URL_KEY = "harvest.placement.url";
@@ -50,28 +55,53 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault {
   public static final String CONNECT_TIMEOUT_KEY = "harvest.placement.connect-timeout-ms";
   public static final String READ_TIMEOUT_KEY = "harvest.placement.read-timeout-ms";
   public static final String COOLDOWN_KEY = "harvest.placement.cooldown-ms";
+  public static final String REFUSAL_COOLDOWN_KEY = "harvest.placement.refusal-cooldown-ms";
+  public static final String WARN_INTERVAL_KEY = "harvest.placement.warn-interval-ms";
   public static final String NODE_CACHE_KEY = "harvest.placement.node-cache-ms";
   public static final int CONNECT_TIMEOUT_DEFAULT = 50;
   public static final int READ_TIMEOUT_DEFAULT = 150;
   public static final long COOLDOWN_DEFAULT = 10000L;
+  public static final long REFUSAL_COOLDOWN_DEFAULT = 60000L;
+  public static final long WARN_INTERVAL_DEFAULT = 60000L;
   public static final long NODE_CACHE_DEFAULT = 10000L;
 
+  private static final PlacementDecider.Clock MONOTONIC = new PlacementDecider.Clock() {
+    @Override
+    public long nowMs() {
+      return System.nanoTime() / 1000000L;
+    }
+  };
+
+  private static final FallbackLog.Sink SLF4J = new FallbackLog.Sink() {
+    @Override
+    public void warn(String message) {
+      LOG.warn(message);
+    }
+
+    @Override
+    public void info(String message) {
+      LOG.info(message);
+    }
+  };
+
+  private Configuration conf;
   private volatile PlacementDecider decider;
-  private NetworkTopology topology;
+  private volatile FallbackLog fallbackLog = new FallbackLog(SLF4J, MONOTONIC, WARN_INTERVAL_DEFAULT);
   private long nodeCacheMs = NODE_CACHE_DEFAULT;
   private final Object nodeLock = new Object();
   private Map<String, Node> liveNodes = Collections.emptyMap();
   private long liveNodesAtMs = Long.MIN_VALUE;
 
+  /** Called by the NameNode (through ReflectionUtils) before {@code initialize}. */
   @Override
-  public void initialize(Configuration conf, FSClusterStats stats, NetworkTopology clusterMap,
-      Host2NodesMap host2datanodeMap) {
-    super.initialize(conf, stats, clusterMap, host2datanodeMap);
-    this.topology = clusterMap;
+  public void setConf(Configuration conf) {
+    this.conf = conf;
     this.nodeCacheMs = conf.getLong(NODE_CACHE_KEY, NODE_CACHE_DEFAULT);
+    this.fallbackLog = new FallbackLog(SLF4J, MONOTONIC, conf.getLong(WARN_INTERVAL_KEY, WARN_INTERVAL_DEFAULT));
     String url = conf.get(URL_KEY);
     if (url == null || url.trim().isEmpty()) {
       LOG.warn("{} is not set: placing every block with the stock policy", URL_KEY);
+      this.decider = null;
       return;
     }
     try {
@@ -79,21 +109,27 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault {
           conf.getInt(CONNECT_TIMEOUT_KEY, CONNECT_TIMEOUT_DEFAULT),
           conf.getInt(READ_TIMEOUT_KEY, READ_TIMEOUT_DEFAULT));
       this.decider = new PlacementDecider(client, conf.getLong(COOLDOWN_KEY, COOLDOWN_DEFAULT),
-          new PlacementDecider.Clock() {
-            @Override
-            public long nowMs() {
-              return System.nanoTime() / 1000000L;
-            }
-          });
+          conf.getLong(REFUSAL_COOLDOWN_KEY, REFUSAL_COOLDOWN_DEFAULT), MONOTONIC);
       LOG.info("harvest block placement: asking {} (stock policy on failure)", url);
     } catch (IOException ex) {
+      this.decider = null;
       LOG.warn("harvest block placement disabled, stock policy only: {}", ex.toString());
     }
+  }
+
+  @Override
+  public Configuration getConf() {
+    return conf;
   }
 
   /** Visible for tests: replace the service client (e.g. with a fake clock). */
   void setDecider(PlacementDecider decider) {
     this.decider = decider;
+  }
+
+  /** Visible for tests: where fallback lines go and on which clock they are rate-limited. */
+  void setFallbackLog(FallbackLog log) {
+    this.fallbackLog = log;
   }
 
   private static String readToken(String path) throws IOException {
@@ -142,6 +178,7 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault {
     String writerHost = writer instanceof DatanodeInfo ? hostOf(writer) : "";
     PlacementDecider.Decision decision = d.decide(
         new PlacementDecider.Request(writerHost, numOfReplicas, excludedHosts, blocksize), live.keySet());
+    fallbackLog.record(decision);
     if (!decision.useService) {
       LOG.debug("block of {}: stock placement, {}", srcPath, decision.reason);
       return null;
@@ -164,7 +201,8 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault {
         storagePolicy, flags);
     int already = returnChosenNodes && chosen != null ? chosen.size() : 0;
     if (result == null || result.length - already < numOfReplicas) {
-      LOG.info("block of {}: service targets {} not all usable, stock placement", srcPath, decision.targets);
+      fallbackLog.recordUnusable("service targets " + decision.targets + " for a block of " + srcPath
+          + " not all usable by the stock checks (space, load, staleness, racks)");
       return null;
     }
     return result;
@@ -186,7 +224,7 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault {
         return liveNodes;
       }
       Map<String, Node> byHost = new HashMap<String, Node>();
-      for (Node n : topology.getLeaves(NodeBase.ROOT)) {
+      for (Node n : clusterMap.getLeaves(NodeBase.ROOT)) {
         if (n instanceof DatanodeInfo) {
           DatanodeInfo dn = (DatanodeInfo) n;
           if (dn.isDecommissioned() || dn.isDecommissionInProgress() || dn.isInMaintenance()

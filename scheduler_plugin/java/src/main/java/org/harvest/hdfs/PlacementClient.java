@@ -57,7 +57,7 @@ public final class PlacementClient implements PlacementDecider.Service {
         String detail = drain(conn.getErrorStream());
         String message = "HTTP " + status + " from " + url + ": " + detail;
         if (status >= 400 && status < 500) {
-          throw new PlacementDecider.RejectedException(message);
+          throw new PlacementDecider.RejectedException(status, message);
         }
         throw new IOException(message);
       }

@@ -8,6 +8,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -17,9 +18,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * <ol>
  *   <li>While the service is suspended (it failed less than {@code cooldownMs} ago), use the stock
  *       choice without asking: a dead service costs one timeout per cooldown, not one per block.</li>
+ *   <li>While a refusal of the same shape is cached (the service answered HTTP 409 for the same
+ *       replica count and excluded-set size less than {@code refusalCooldownMs} ago), use the
+ *       stock choice without asking: the NameNode's re-replication loop retries an
+ *       under-replicated block about once a second, and asking each time only repeats the 409.</li>
  *   <li>Ask the service. A failure (connection refused, timeout, HTTP 5xx, unparsable answer)
  *       suspends it for {@code cooldownMs} and falls back to the stock choice; a refusal of this
- *       request (HTTP 4xx) falls back for this block only.</li>
+ *       request (HTTP 4xx) falls back for this block only (a 409 is also cached, see above).</li>
  *   <li>Validate the answer against the live DataNodes: at least {@code replicas} targets, all
  *       distinct, all live, none excluded. An invalid answer falls back to the stock choice for
  *       this block only (the service may briefly see another set of nodes than the NameNode).</li>
@@ -69,11 +74,17 @@ public final class PlacementDecider {
    */
   public static final class RejectedException extends IOException {
     private static final long serialVersionUID = 1L;
+    /** The HTTP status (4xx); 409 means the service cannot place this many replicas now. */
+    public final int status;
 
-    public RejectedException(String message) {
+    public RejectedException(int status, String message) {
       super(message);
+      this.status = status;
     }
   }
+
+  /** HTTP status of "the replication asked for exceeds the usable nodes": cached per shape. */
+  public static final int CONFLICT = 409;
 
   /** Where answers come from (the HTTP client in production, fakes in tests). */
   public interface Service {
@@ -85,20 +96,38 @@ public final class PlacementDecider {
     long nowMs();
   }
 
+  /** Why a block went the way it did (the shim logs by kind, see {@link FallbackLog}). */
+  public enum Kind {
+    /** The service's targets are used. */
+    SERVICE,
+    /** The call failed (down, slow, 5xx, garbage): the service is now suspended. */
+    FAILED,
+    /** Not asked: the service is suspended after a recent failure. */
+    SUSPENDED,
+    /** The service refused this request (HTTP 4xx). */
+    REFUSED,
+    /** Not asked: the service refused a request of the same shape recently (HTTP 409). */
+    REFUSAL_CACHED,
+    /** The answer does not fit the NameNode's view (dead, excluded, duplicate or too few targets). */
+    INVALID
+  }
+
   /** Outcome for one block: the service's targets, or the stock choice with the reason. */
   public static final class Decision {
     public final boolean useService;
+    public final Kind kind;
     public final List<String> targets;
     public final String reason;
 
-    private Decision(boolean useService, List<String> targets, String reason) {
-      this.useService = useService;
+    private Decision(Kind kind, List<String> targets, String reason) {
+      this.useService = kind == Kind.SERVICE;
+      this.kind = kind;
       this.targets = targets;
       this.reason = reason;
     }
 
-    static Decision stock(String reason) {
-      return new Decision(false, Collections.<String>emptyList(), reason);
+    static Decision stock(Kind kind, String reason) {
+      return new Decision(kind, Collections.<String>emptyList(), reason);
     }
 
     @Override
@@ -109,13 +138,32 @@ public final class PlacementDecider {
 
   private final Service service;
   private final long cooldownMs;
+  private final long refusalCooldownMs;
   private final Clock clock;
   private final AtomicLong suspendedUntilMs = new AtomicLong(Long.MIN_VALUE);
+  /** "replicas/excluded-count" -> until when (ms) a 409 for that shape is reused. */
+  private final ConcurrentHashMap<String, Long> refusedUntilMs = new ConcurrentHashMap<String, Long>();
+  private final ConcurrentHashMap<String, String> refusalReason = new ConcurrentHashMap<String, String>();
+  private static final int MAX_REFUSAL_SHAPES = 1024;
 
   public PlacementDecider(Service service, long cooldownMs, Clock clock) {
+    this(service, cooldownMs, 0L, clock);
+  }
+
+  /**
+   * @param cooldownMs how long a failed service is not asked
+   * @param refusalCooldownMs how long an HTTP 409 is reused for requests of the same shape
+   *     (replica count, excluded-set size); 0 disables the cache
+   */
+  public PlacementDecider(Service service, long cooldownMs, long refusalCooldownMs, Clock clock) {
     this.service = service;
     this.cooldownMs = cooldownMs;
+    this.refusalCooldownMs = refusalCooldownMs;
     this.clock = clock;
+  }
+
+  static String shape(Request request) {
+    return request.replicas + "/" + request.excluded.size();
   }
 
   /** Host names are compared case-insensitively, as DNS does. */
@@ -129,22 +177,39 @@ public final class PlacementDecider {
 
   public Decision decide(Request request, Set<String> liveHosts) {
     if (suspended()) {
-      return Decision.stock("service suspended after a failure");
+      return Decision.stock(Kind.SUSPENDED, "service suspended after a failure");
+    }
+    String shape = shape(request);
+    Long until = refusedUntilMs.get(shape);
+    if (until != null) {
+      if (clock.nowMs() < until) {
+        return Decision.stock(Kind.REFUSAL_CACHED, "service refused " + request.replicas + " replica(s) with "
+            + request.excluded.size() + " excluded less than " + refusalCooldownMs + " ms ago: "
+            + refusalReason.get(shape));
+      }
+      refusedUntilMs.remove(shape, until);
     }
     Answer answer;
     try {
       answer = service.choose(request);
     } catch (RejectedException ex) {
-      return Decision.stock("service refused: " + ex.getMessage());
+      if (ex.status == CONFLICT && refusalCooldownMs > 0) {
+        if (refusedUntilMs.size() >= MAX_REFUSAL_SHAPES) {
+          refusedUntilMs.clear(); // bounded: shapes are few in practice, never let them grow without end
+        }
+        refusalReason.put(shape, ex.getMessage());
+        refusedUntilMs.put(shape, clock.nowMs() + refusalCooldownMs);
+      }
+      return Decision.stock(Kind.REFUSED, "service refused: " + ex.getMessage());
     } catch (IOException | RuntimeException ex) {
       suspendedUntilMs.set(clock.nowMs() + cooldownMs);
-      return Decision.stock("service failed: " + ex);
+      return Decision.stock(Kind.FAILED, "service failed: " + ex);
     }
     String invalid = validate(answer, request, liveHosts);
     if (invalid != null) {
-      return Decision.stock("invalid answer: " + invalid);
+      return Decision.stock(Kind.INVALID, "invalid answer: " + invalid);
     }
-    return new Decision(true, Collections.unmodifiableList(
+    return new Decision(Kind.SERVICE, Collections.unmodifiableList(
         new ArrayList<String>(answer.targets.subList(0, request.replicas))), answer.reason);
   }
 

@@ -16,6 +16,10 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.AddBlockFlag;
 import org.apache.hadoop.hdfs.protocol.BlockStoragePolicy;
+import org.apache.hadoop.hdfs.protocol.BlockType;
+import org.apache.hadoop.hdfs.protocol.DatanodeID;
+import org.apache.hadoop.hdfs.server.blockmanagement.BlockPlacementPolicies;
+import org.apache.hadoop.hdfs.server.blockmanagement.BlockPlacementPolicy;
 import org.apache.hadoop.hdfs.server.blockmanagement.BlockPlacementPolicyDefault;
 import org.apache.hadoop.hdfs.server.blockmanagement.DatanodeDescriptor;
 import org.apache.hadoop.hdfs.server.blockmanagement.DatanodeStorageInfo;
@@ -119,12 +123,84 @@ public final class ShimTests {
     test("decider does not suspend the service when it refuses one request (HTTP 4xx)", () -> {
       FakeService s = new FakeService();
       PlacementDecider dec = new PlacementDecider(s, 1000, new FakeClock());
-      s.failure = new PlacementDecider.RejectedException("HTTP 404: unknown writer");
+      s.failure = new PlacementDecider.RejectedException(404, "HTTP 404: unknown writer");
       PlacementDecider.Decision d = dec.decide(req(2), LIVE);
       check(!d.useService && d.reason.contains("refused"), d.toString());
       check(!dec.suspended(), "a refusal must not suspend the service");
       dec.decide(req(2), LIVE);
       eq(2, s.calls.get());
+    });
+    test("decider caches a 409 per (replicas, excluded count) for the refusal cooldown, not other 4xx", () -> {
+      FakeService s = new FakeService();
+      FakeClock clock = new FakeClock();
+      PlacementDecider dec = new PlacementDecider(s, 1000, 30000, clock);
+      s.failure = new PlacementDecider.RejectedException(409, "HTTP 409: 10 replicas, 4 usable nodes");
+      eq(PlacementDecider.Kind.REFUSED, dec.decide(req(2, "x"), LIVE).kind);
+      for (int i = 0; i < 20; i++) { // the re-replication loop asking again every second
+        clock.now.addAndGet(1000);
+        PlacementDecider.Decision d = dec.decide(req(2, "y"), LIVE);
+        check(d.kind == PlacementDecider.Kind.REFUSAL_CACHED && d.reason.contains("4 usable"), d.toString());
+      }
+      eq(1, s.calls.get());
+      check(!dec.suspended(), "a refusal must not suspend the service");
+      dec.decide(req(3, "x"), LIVE); // another shape: asked
+      dec.decide(req(2), LIVE);
+      eq(3, s.calls.get());
+      clock.now.addAndGet(10000); // 30 s after the first 409: asked again
+      s.failure = null;
+      s.answer = new PlacementDecider.Answer(Arrays.asList("b", "c"), false, "");
+      check(dec.decide(req(2, "x"), LIVE).useService, "asks again after the refusal cooldown");
+      eq(4, s.calls.get());
+      s.failure = new PlacementDecider.RejectedException(404, "HTTP 404: unknown writer");
+      dec.decide(req(1), LIVE);
+      dec.decide(req(1), LIVE);
+      eq(6, s.calls.get());
+    });
+    test("fallback log: one WARN per interval during an outage, one INFO line on recovery", () -> {
+      FakeClock clock = new FakeClock();
+      List<String> lines = new ArrayList<String>();
+      FallbackLog log = new FallbackLog(sink(lines), clock, 60000);
+      FakeService s = new FakeService();
+      PlacementDecider dec = new PlacementDecider(s, 1000, 60000, clock);
+      s.failure = new IOException("connect refused");
+      for (int i = 0; i < 300; i++) { // 5 minutes, a block a second
+        log.record(dec.decide(req(2), LIVE));
+        clock.now.addAndGet(1000);
+      }
+      check(lines.size() == 5, "one WARN a minute: " + lines);
+      check(lines.get(0).startsWith("WARN harvest placement service unavailable") && lines.get(0).contains(
+          "connect refused") && lines.get(0).contains(": 1 block(s);"), lines.get(0));
+      check(lines.get(1).contains(": 60 block(s) in the last 60000 ms"), lines.get(1));
+      s.failure = null;
+      s.answer = new PlacementDecider.Answer(Arrays.asList("b", "c"), false, "");
+      clock.now.addAndGet(1000);
+      log.record(dec.decide(req(2), LIVE));
+      log.record(dec.decide(req(2), LIVE));
+      eq(6, lines.size());
+      check(lines.get(5).startsWith("INFO harvest placement service answering again after 301000 ms; 300 block(s)"),
+          lines.get(5));
+      s.failure = new IOException("read timed out"); // a new outage is reported at once
+      clock.now.addAndGet(2000);
+      log.record(dec.decide(req(2), LIVE));
+      eq(7, lines.size());
+      check(lines.get(6).startsWith("WARN") && lines.get(6).contains("read timed out"), lines.get(6));
+    });
+    test("fallback log: refusals are a separate rate-limited WARN without recovery lines", () -> {
+      FakeClock clock = new FakeClock();
+      List<String> lines = new ArrayList<String>();
+      FallbackLog log = new FallbackLog(sink(lines), clock, 60000);
+      FakeService s = new FakeService();
+      PlacementDecider dec = new PlacementDecider(s, 1000, 60000, clock);
+      for (int i = 0; i < 120; i++) {
+        s.failure = i % 2 == 0 ? new PlacementDecider.RejectedException(409, "HTTP 409: too many") : null;
+        s.answer = new PlacementDecider.Answer(Arrays.asList("b", "c"), false, "");
+        log.record(dec.decide(req(i % 2 == 0 ? 3 : 2), LIVE));
+        clock.now.addAndGet(1000);
+      }
+      eq(2, lines.size());
+      check(lines.get(0).startsWith("WARN harvest placement service answer not used") && lines.get(0).contains(
+          "409"), lines.get(0));
+      check(lines.get(1).contains(": 30 block(s) in the last 60000 ms"), lines.get(1));
     });
     test("decider rejects too few, duplicate, dead, excluded and missing targets without suspending", () -> {
       List<List<String>> bad = new ArrayList<List<String>>();
@@ -165,6 +241,20 @@ public final class ShimTests {
         }
       }
     });
+  }
+
+  static FallbackLog.Sink sink(final List<String> lines) {
+    return new FallbackLog.Sink() {
+      @Override
+      public synchronized void warn(String message) {
+        lines.add("WARN " + message);
+      }
+
+      @Override
+      public synchronized void info(String message) {
+        lines.add("INFO " + message);
+      }
+    };
   }
 
   // --- HTTP client against the local fake service ----------------------------------------------
@@ -221,12 +311,14 @@ public final class ShimTests {
   // --- the shim on the Hadoop stubs ------------------------------------------------------------
 
   private static List<DatanodeDescriptor> nodes;
+  private static final Map<String, String> extraConf = new LinkedHashMap<String, String>();
 
   private static HarvestBlockPlacementPolicy shim(String mode) {
     NetworkTopology topo = new NetworkTopology();
     nodes = new ArrayList<DatanodeDescriptor>();
     for (int i = 1; i <= 6; i++) {
-      DatanodeDescriptor dn = new DatanodeDescriptor("dn" + i + ".example.com", "10.0.0." + i, "/r" + (i % 2));
+      DatanodeDescriptor dn = new DatanodeDescriptor(
+          new DatanodeID("10.0.0." + i, "dn" + i + ".example.com", "uuid-" + i, 9866, 9864, 0, 9867), "/r" + (i % 2));
       nodes.add(dn);
       topo.add(dn);
     }
@@ -237,9 +329,13 @@ public final class ShimTests {
     conf.set(HarvestBlockPlacementPolicy.TOKEN_FILE_KEY, tokenFile);
     conf.set(HarvestBlockPlacementPolicy.READ_TIMEOUT_KEY, "300");
     conf.set(HarvestBlockPlacementPolicy.CONNECT_TIMEOUT_KEY, "200");
-    HarvestBlockPlacementPolicy p = new HarvestBlockPlacementPolicy();
-    p.initialize(conf, null, topo, null);
-    return p;
+    conf.set("dfs.block.replicator.classname", HarvestBlockPlacementPolicy.class.getName());
+    for (Map.Entry<String, String> e : extraConf.entrySet()) {
+      conf.set(e.getKey(), e.getValue());
+    }
+    // As the NameNode does: ReflectionUtils.newInstance (setConf), then initialize.
+    BlockPlacementPolicy p = new BlockPlacementPolicies(conf, null, topo, null).getPolicy(BlockType.CONTIGUOUS);
+    return (HarvestBlockPlacementPolicy) p;
   }
 
   private static List<String> hosts(DatanodeStorageInfo[] result) {
@@ -296,6 +392,55 @@ public final class ShimTests {
       }
       long ms = (System.nanoTime() - t0) / 1000000L;
       check(ms < 500, "50 blocks during the cooldown took " + ms + " ms");
+    });
+    test("shim passes the block size it is asked for", () -> {
+      HarvestBlockPlacementPolicy p = shim("good-excluding");
+      p.chooseTarget("/warehouse/t/part-64m", 2, null, new ArrayList<DatanodeStorageInfo>(), false,
+          new HashSet<Node>(), 64L << 20, new BlockStoragePolicy("HOT"), EnumSet.noneOf(AddBlockFlag.class));
+      // the pytest checks the request the service saw: block_size 67108864 for this path
+    });
+    test("shim logs a service outage at WARN once, then a recovery line (real HTTP)", () -> {
+      List<String> lines = new ArrayList<String>();
+      FakeClock clock = new FakeClock();
+      extraConf.put(HarvestBlockPlacementPolicy.COOLDOWN_KEY, "0"); // ask every block
+      HarvestBlockPlacementPolicy down = shim(downUrl);
+      extraConf.clear();
+      down.setFallbackLog(new FallbackLog(sink(lines), clock, 60000));
+      for (int i = 0; i < 20; i++) {
+        eq(STOCK, hosts(place(down, new HashSet<Node>())));
+      }
+      eq(1, lines.size());
+      check(lines.get(0).startsWith("WARN harvest placement service unavailable") && lines.get(0).contains(
+          "Connection refused"), lines.get(0));
+      clock.now.addAndGet(60000);
+      place(down, new HashSet<Node>());
+      eq(2, lines.size());
+      check(lines.get(1).contains(": 20 block(s) in the last 60000 ms"), lines.get(1));
+      HarvestBlockPlacementPolicy up = shim("good");
+      FallbackLog shared = new FallbackLog(sink(lines), clock, 60000);
+      down.setFallbackLog(shared);
+      up.setFallbackLog(shared);
+      place(down, new HashSet<Node>());
+      clock.now.addAndGet(5000);
+      place(up, new HashSet<Node>());
+      place(up, new HashSet<Node>());
+      eq(4, lines.size());
+      check(lines.get(3).startsWith("INFO harvest placement service answering again after 5000 ms; 1 block(s)"),
+          lines.get(3));
+    });
+    test("shim caches a 409 so re-replication retries do not call the service (real HTTP)", () -> {
+      List<String> lines = new ArrayList<String>();
+      HarvestBlockPlacementPolicy p = shim("conflict");
+      p.setFallbackLog(new FallbackLog(sink(lines), new FakeClock(), 60000));
+      for (int i = 0; i < 30; i++) { // 30 retries of an under-replicated block with 1 live replica
+        Set<Node> excluded = new HashSet<Node>();
+        excluded.add(nodes.get(5));
+        p.chooseTarget("/tmp/job.jar", 9, null, new ArrayList<DatanodeStorageInfo>(), false, excluded, 128L << 20,
+            new BlockStoragePolicy("HOT"), EnumSet.noneOf(AddBlockFlag.class));
+      }
+      eq(1, lines.size());
+      check(lines.get(0).contains("409"), lines.get(0));
+      // the pytest checks that the service saw exactly one /conflict/ request
     });
     test("shim without a configured URL is the stock policy", () -> {
       int before = BlockPlacementPolicyDefault.stockCalls;

@@ -1,5 +1,7 @@
-// Test stub: the minimal slice of the Hadoop 3.3 API the shim uses, with the same signatures.
-// Never shipped; the real build compiles against the Hadoop jars (see ../../build.sh).
+// Test stub: the minimal slice of the Hadoop 3.3 API the shim uses, with the same signatures and
+// visibility as the real classes (checked with javap against 3.2.1 and 3.3.6; see
+// tests/plugins/test_java_stubs.py). Never shipped; the real build compiles against the Hadoop
+// jars (see scheduler_plugin/java/build.sh).
 package org.apache.hadoop.conf;
 
 import java.util.HashMap;
@@ -24,6 +26,18 @@ public class Configuration {
   public int getInt(String name, int defaultValue) {
     String v = values.get(name);
     return v == null ? defaultValue : Integer.parseInt(v.trim());
+  }
+
+  public <U> Class<? extends U> getClass(String name, Class<? extends U> defaultValue, Class<U> xface) {
+    String v = values.get(name);
+    if (v == null) {
+      return defaultValue;
+    }
+    try {
+      return Class.forName(v.trim()).asSubclass(xface);
+    } catch (ClassNotFoundException e) {
+      throw new RuntimeException(e);
+    }
   }
 
   public long getLong(String name, long defaultValue) {

@@ -1,28 +1,20 @@
-// Test stub: the minimal slice of the Hadoop 3.3 API the shim uses, with the same signatures.
-// Never shipped; the real build compiles against the Hadoop jars (see ../../build.sh).
+// Test stub: the minimal slice of the Hadoop 3.3 API the shim uses, with the same signatures and
+// visibility as the real classes (checked with javap against 3.2.1 and 3.3.6; see
+// tests/plugins/test_java_stubs.py). Never shipped; the real build compiles against the Hadoop
+// jars (see scheduler_plugin/java/build.sh).
 package org.apache.hadoop.hdfs.protocol;
 
 import org.apache.hadoop.net.Node;
 
-public class DatanodeInfo implements Node {
-  private final String hostName;
-  private final String ipAddr;
+public class DatanodeInfo extends DatanodeID implements Node {
   private final String location;
+  /** Stub-only knobs standing for the admin states the NameNode tracks. */
   public boolean decommissioned;
   public boolean inMaintenance;
 
-  public DatanodeInfo(String hostName, String ipAddr, String location) {
-    this.hostName = hostName;
-    this.ipAddr = ipAddr;
+  protected DatanodeInfo(DatanodeID nodeID, String location) {
+    super(nodeID);
     this.location = location;
-  }
-
-  public String getHostName() {
-    return hostName;
-  }
-
-  public String getIpAddr() {
-    return ipAddr;
   }
 
   public boolean isDecommissioned() {
@@ -43,16 +35,11 @@ public class DatanodeInfo implements Node {
 
   @Override
   public String getName() {
-    return ipAddr + ":9866";
+    return getXferAddr();
   }
 
   @Override
   public String getNetworkLocation() {
     return location;
-  }
-
-  @Override
-  public String toString() {
-    return hostName;
   }
 }
