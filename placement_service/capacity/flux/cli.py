@@ -50,6 +50,9 @@ def register(subparsers: Any) -> None:
         "--holdout", type=float, default=0.3, help="share of minutes (every k-th) held out for the check"
     )
     p.add_argument("--peak-minutes", type=int, default=10, help="peak window length, minutes")
+    p.add_argument(
+        "--fault-minutes", type=int, default=1, help="minutes left out from each fault's inject_time on"
+    )
     p.add_argument("--out", required=True, help="model.json to write")
     p.add_argument("--report", help="also write the per-service report (residuals, held-out error) as JSON")
     p.set_defaults(func=_model)
@@ -105,7 +108,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _model(args: argparse.Namespace) -> int:
     from placement_service.capacity.flux.io import write_json
-    from placement_service.capacity.flux.service_model import fit_from_directory
+    from placement_service.capacity.flux.traces_io import fit_from_directory
 
     result = fit_from_directory(
         args.traces, gateway=args.gateway, holdout=args.holdout, peak_minutes=args.peak_minutes

@@ -46,13 +46,17 @@ def register(sub: Any) -> None:
     q = lsub.add_parser("orchestrate", help="activate every event whose antecedents succeeded")
     q.add_argument("--ledger", required=True)
     q.set_defaults(func=_orchestrate)
-    q = lsub.add_parser("add", help="add events from a JSON file ([{id, kind, timestamp, payload, antecedents}])")
+    q = lsub.add_parser(
+        "add", help="add events from a JSON file ([{id, kind, timestamp, payload, antecedents}])"
+    )
     q.add_argument("--ledger", required=True)
     q.add_argument("--events", required=True)
     q.add_argument("--writer", default="manual")
     q.set_defaults(func=_add)
 
-    p = sub.add_parser("to-ras", help="one region's targets as a RAS reservations.json (+ inventory, harvestable)")
+    p = sub.add_parser(
+        "to-ras", help="one region's targets as a RAS reservations.json (+ inventory, harvestable)"
+    )
     p.add_argument("--plan", required=True)
     p.add_argument("--region", required=True)
     p.add_argument("--t", help="timestep (default: the plan's first future timestep)")
@@ -60,7 +64,9 @@ def register(sub: Any) -> None:
     p.add_argument("--inventory-out", help="also write a region inventory sized by the plan's supply (.csv)")
     p.add_argument("--msbs", type=int, default=6)
     p.add_argument("--harvestable-out", help="also write the spare pools as a PUT /v1/harvestable body")
-    p.add_argument("--inventory", help="inventory to take harvestable servers from (default: --inventory-out)")
+    p.add_argument(
+        "--inventory", help="inventory to take harvestable servers from (default: --inventory-out)"
+    )
     p.add_argument("--ras-plan", help="RAS plan A.json: take harvestable servers from its elastic set")
     p.set_defaults(func=_to_ras)
 
@@ -188,10 +194,14 @@ def _to_ras(args: argparse.Namespace) -> int:
         elif inv_cols is not None:
             servers, hw = inv_cols["server"], inv_cols["hardware"]
         else:
-            print("harvest flux to-ras: --harvestable-out needs --inventory or --inventory-out", file=sys.stderr)
+            print(
+                "harvest flux to-ras: --harvestable-out needs --inventory or --inventory-out", file=sys.stderr
+            )
             return 2
         ras_h = load_json(args.ras_plan).get("harvestable") if args.ras_plan else None
-        body = handoff.harvestable(doc, args.region, args.t, servers, dict(zip(servers, hw, strict=True)), ras_h)
+        body = handoff.harvestable(
+            doc, args.region, args.t, servers, dict(zip(servers, hw, strict=True)), ras_h
+        )
         write_json(args.harvestable_out, body)
         print(f"{args.harvestable_out}: {len(body['nodes'])} harvestable servers")
     return 0

@@ -41,8 +41,12 @@ def build_dag(doc: Mapping[str, Any], *, start_ts: float = 0.0, steps: int | Non
     cap: dict[tuple[str, str, str, str], float] = {}
     for row in doc["capacity"]:
         cap[(row["service"], row["region"], row["hardware"], row["t"])] = float(row["amount"])
-    share: dict[tuple[str, str, str], float] = {(r["product"], r["region"], r["t"]): float(r["share"]) for r in doc["traffic"]}
-    sup: dict[tuple[str, str, str], float] = {(r["region"], r["hardware"], r["t"]): float(r["available"]) for r in doc["supply"]}
+    share: dict[tuple[str, str, str], float] = {
+        (r["product"], r["region"], r["t"]): float(r["share"]) for r in doc["traffic"]
+    }
+    sup: dict[tuple[str, str, str], float] = {
+        (r["region"], r["hardware"], r["t"]): float(r["available"]) for r in doc["supply"]
+    }
     services = {sv["name"]: sv for sv in doc["services"]}
     keys = sorted({(s, r, h) for (s, r, h, _t) in cap})
     products = sorted({p for (p, _r, _t) in share})

@@ -51,7 +51,9 @@ def inventory(doc: Mapping[str, Any], region: str, t: str | None = None, *, msbs
     """Columns of a synthetic region inventory sized by the plan's supply at (region, t)."""
     t = _pick_t(doc, t)
     rru = doc["rru_per_server"]
-    cols: dict[str, list[Any]] = {k: [] for k in ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")}
+    cols: dict[str, list[Any]] = {
+        k: [] for k in ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
+    }
     n = 0
     for row in doc["supply"]:
         if row["region"] != region or row["t"] != t:
@@ -81,7 +83,9 @@ def harvestable(doc: Mapping[str, Any], region: str, t: str | None, servers: Seq
     pool_servers: dict[str, int] = {}
     for row in doc.get("spare", []):
         if row["region"] == region and row["t"] == t:
-            pool_servers[row["hardware"]] = int(math.floor(float(row["amount"]) / float(rru[row["hardware"]]) + 1e-9))
+            pool_servers[row["hardware"]] = int(
+                math.floor(float(row["amount"]) / float(rru[row["hardware"]]) + 1e-9)
+            )
     candidates = list(ras_harvestable) if ras_harvestable is not None else list(servers)
     nodes: list[str] = []
     taken: dict[str, int] = {}

@@ -77,7 +77,9 @@ class Ledger:
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def close(self) -> None:
@@ -91,7 +93,8 @@ class Ledger:
     def add(self, events: Sequence[Mapping[str, Any]], *, writer: str, source: str = "batch") -> int:
         """Add a batch of events (dicts: id, kind, timestamp, payload, antecedents, review) atomically."""
         now = time.time()
-        rows, edges = [], []
+        rows: list[tuple[Any, ...]] = []
+        edges: list[tuple[str, str, int, int]] = []
         ids_in_batch: set[str] = set()
         for i, ev in enumerate(events):
             at = f"{self.path}: {source} row {i}"
@@ -139,7 +142,9 @@ class Ledger:
             raise
         return len(rows)
 
-    def _transition(self, ids: Iterable[str], *, to: str, allowed_from: tuple[str, ...], note: str = "") -> None:
+    def _transition(
+        self, ids: Iterable[str], *, to: str, allowed_from: tuple[str, ...], note: str = ""
+    ) -> None:
         db = self._tx()
         try:
             for eid in ids:
@@ -149,7 +154,10 @@ class Ledger:
                 if row[0] not in allowed_from:
                     raise FluxError(f"{self.path}: event {eid!r} is {row[0]}; only {'/'.join(allowed_from)} "
                                     f"events can become {to}")  # fmt: skip
-                db.execute("UPDATE events SET state = ?, note = ?, updated_s = ? WHERE id = ?", (to, note, time.time(), eid))
+                db.execute(
+                    "UPDATE events SET state = ?, note = ?, updated_s = ? WHERE id = ?",
+                    (to, note, time.time(), eid),
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -171,7 +179,10 @@ class Ledger:
                 if row[0] != "proposed" or not row[1]:
                     raise FluxError(f"{self.path}: event {eid!r} is {row[0]}{'' if row[1] else ', no review needed'}; "
                                     f"only proposed events held for review can be approved")  # fmt: skip
-                db.execute("UPDATE events SET approved_by = ?, updated_s = ? WHERE id = ?", (operator, time.time(), eid))
+                db.execute(
+                    "UPDATE events SET approved_by = ?, updated_s = ? WHERE id = ?",
+                    (operator, time.time(), eid),
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -186,7 +197,10 @@ class Ledger:
             deps: dict[str, list[str]] = {}
             for e, a in db.execute("SELECT event, antecedent FROM antecedents"):
                 deps.setdefault(e, []).append(a)
-            review = {r[0]: (bool(r[1]), r[2]) for r in db.execute("SELECT id, review, approved_by FROM events WHERE state = 'proposed'")}
+            review = {
+                r[0]: (bool(r[1]), r[2])
+                for r in db.execute("SELECT id, review, approved_by FROM events WHERE state = 'proposed'")
+            }
             # events blocked by a failed event: walk the dependents of every failed event (a DAG)
             dependents: dict[str, list[str]] = {}
             for e, ants in deps.items():
@@ -212,13 +226,18 @@ class Ledger:
                     held.append(eid)
                     continue
                 activated.append(eid)
-            db.executemany("UPDATE events SET state = 'active', updated_s = ? WHERE id = ?", [(now, e) for e in activated])
+            db.executemany(
+                "UPDATE events SET state = 'active', updated_s = ? WHERE id = ?",
+                [(now, e) for e in activated],
+            )
             failed = tuple(db.execute("SELECT id, note FROM events WHERE state = 'failed' ORDER BY id"))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        return OrchestrationReport(tuple(activated), tuple(held), tuple(blocked), tuple((a, b) for a, b in failed))
+        return OrchestrationReport(
+            tuple(activated), tuple(held), tuple(blocked), tuple((a, b) for a, b in failed)
+        )
 
     # ---- readers
     def events(self, state: str | None = None) -> list[dict[str, Any]]:
