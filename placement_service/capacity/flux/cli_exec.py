@@ -26,7 +26,9 @@ def register(sub: Any) -> None:
     p.add_argument("--fail-event", action="append", default=[], help="with --auto-complete: fail this event")
     p.set_defaults(func=_execute)
 
-    led = sub.add_parser("ledger", help="capacity ledger: list, approve, complete, fail, orchestrate, add")
+    led = sub.add_parser(
+        "ledger", help="capacity ledger: list, approve, complete, fail, orchestrate, run, add"
+    )
     lsub = led.add_subparsers(dest="ledger_command", metavar="<ledger-command>")
     q = lsub.add_parser("list", help="events (JSON lines)")
     q.add_argument("--ledger", required=True)
@@ -43,6 +45,10 @@ def register(sub: Any) -> None:
         if name == "fail":
             q.add_argument("--reason", required=True)
         q.set_defaults(func=_transition, action=name)
+    q = lsub.add_parser("run", help="play the executing systems: complete active events until nothing moves")
+    q.add_argument("--ledger", required=True)
+    q.add_argument("--fail-event", action="append", default=[], help="fail this event when it becomes active")
+    q.set_defaults(func=_run_cmd)
     q = lsub.add_parser("orchestrate", help="activate every event whose antecedents succeeded")
     q.add_argument("--ledger", required=True)
     q.set_defaults(func=_orchestrate)
@@ -102,17 +108,34 @@ def _execute(args: argparse.Namespace) -> int:
     with Ledger(args.ledger) as ledger:
         n = ledger.add([asdict(a) for a in dag], writer=args.writer, source=str(args.plan))
         print(f"{args.ledger}: added {n} events of {args.plan}")
+        rep = _run(ledger, set(args.fail_event)) if args.auto_complete else ledger.orchestrate()
+        _report(rep)
+        print(json.dumps(ledger.counts(), sort_keys=True))
+    return 1 if rep.failed else 0
+
+
+def _run(ledger: Any, fail: set[str]) -> Any:
+    """Play the executing systems: complete every active event (fail those in ``fail``), orchestrate,
+    repeat until nothing new becomes active."""
+    rep = ledger.orchestrate()
+    active = [e["id"] for e in ledger.events("active")]
+    while active:
+        ok = [e for e in active if e not in fail]
+        bad = [e for e in active if e in fail]
+        if ok:
+            ledger.complete(ok, note="auto-complete")
+        if bad:
+            ledger.fail(bad, note="failed on request (--fail-event)")
         rep = ledger.orchestrate()
-        if args.auto_complete:
-            fail = set(args.fail_event)
-            while rep.activated:
-                ok = [e for e in rep.activated if e not in fail]
-                bad = [e for e in rep.activated if e in fail]
-                if ok:
-                    ledger.complete(ok, note="auto-complete")
-                if bad:
-                    ledger.fail(bad, note="failed on request (--fail-event)")
-                rep = ledger.orchestrate()
+        active = list(rep.activated)
+    return rep
+
+
+def _run_cmd(args: argparse.Namespace) -> int:
+    from placement_service.capacity.flux.ledger import Ledger
+
+    with Ledger(args.ledger) as ledger:
+        rep = _run(ledger, set(args.fail_event))
         _report(rep)
         print(json.dumps(ledger.counts(), sort_keys=True))
     return 1 if rep.failed else 0

@@ -15,8 +15,9 @@ Shape of what is generated, step by step:
    where the region's mix holds the type. Demand grows (organic ``tau`` 0..4% per step per product,
    inorganic growth for 10% of services); supply at t >= 1 is raised where needed so that every
    hardware type's total supply is >= 1.1 x its total demand at every timestep.
-6. ``refresh``: the K regions with the largest baseline use lose 30% of every pool from t1 on; the
-   supply of the other regions is raised afterwards if step 5's totals would fail.
+6. ``refresh``: the K regions with the largest baseline use (mature regions: headroom only 1.1..1.2)
+   lose 30% of every pool from t1 on, so their services must partly move out; the supply of the
+   other regions is raised afterwards if step 5's totals would fail.
 """
 
 from __future__ import annotations
@@ -110,9 +111,12 @@ def generate(
     )
     use = kappa.sum(axis=0)  # (R, H)
     headroom = rng.uniform(1.15, 1.6, R)
-    supply0 = use * headroom[:, None] + 0.05 * mix * use.sum() / R
-    supply = np.repeat(supply0[:, :, None], T, axis=2)
     refreshed = np.argsort(-use.sum(axis=1), kind="stable")[: max(0, min(refresh, R))]
+    headroom[refreshed] = rng.uniform(1.1, 1.2, len(refreshed))  # mature regions: little power headroom
+    extra = 0.05 * mix * use.sum() / R
+    extra[refreshed] = 0.0
+    supply0 = use * headroom[:, None] + extra
+    supply = np.repeat(supply0[:, :, None], T, axis=2)
     supply[refreshed, :, 1:] *= 1.0 - refresh_cut
     demand = (alpha @ (1.0 + tau)) + gamma  # (S, T) units
     need_h = np.zeros((H, T))

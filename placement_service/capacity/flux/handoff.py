@@ -6,8 +6,9 @@
 - ``inventory``: a region inventory sized by the plan's supply, when no real inventory exists
   (tests, demos). Flux's supply is the capacity services may be given; RAS keeps every reservation
   whole after the loss of any one of ``msbs`` MSBs and holds a shared buffer (2% by default), so the
-  servers of hardware h are ``ceil(available / RRU per server * msbs / (msbs - 1) * 1.03)``, spread
-  round-robin over the MSBs;
+  servers of hardware h are ``1.03 * max(ceil(available / RRU per server * msbs / (msbs - 1)),
+  sum over its reservations of max(2, ceil(capacity / RRU per server * msbs / (msbs - 1)) + 1))``
+  (whole servers: a small reservation still needs servers in two MSBs), round-robin over the MSBs;
 - ``harvestable``: the spare pool of (region, h, t) is ``floor(spare / RRU per server)`` servers of
   h; they are taken from RAS's harvestable (elastic) set when a RAS plan is given, else from the
   inventory's servers of h, and written as the body ``PUT /v1/harvestable`` takes:
@@ -55,11 +56,19 @@ def inventory(doc: Mapping[str, Any], region: str, t: str | None = None, *, msbs
         k: [] for k in ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
     }
     n = 0
+    spread = msbs / max(1, msbs - 1)
+    per_res: dict[str, int] = {}
+    for row in doc["capacity"]:
+        if row["region"] == region and row["t"] == t and float(row["amount"]) > 1e-6:
+            h = row["hardware"]
+            need = max(2, math.ceil(float(row["amount"]) / float(rru[h]) * spread - 1e-9) + 1)
+            per_res[h] = per_res.get(h, 0) + need
     for row in doc["supply"]:
         if row["region"] != region or row["t"] != t:
             continue
         h = row["hardware"]
-        count = math.ceil(float(row["available"]) / float(rru[h]) * msbs / max(1, msbs - 1) * 1.03 - 1e-9)
+        by_supply = math.ceil(float(row["available"]) / float(rru[h]) * spread - 1e-9)
+        count = math.ceil(1.03 * max(by_supply, per_res.get(h, 0)))
         for i in range(count):
             m = i % msbs
             cols["server"].append(f"{region}-{h}-{i:05d}")
