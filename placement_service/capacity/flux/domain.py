@@ -30,9 +30,12 @@ class Weights:
     disaster: float = 20.0  # e2, per unit of max_r x[p,r,t]
     deficit: float = 1.0e5  # e3, per pool of deficit d[r,h,t]
     double_occupancy: float = 1.0  # e4, per pool of o[r,h,t]
-    model_deviation: float = 2.0  # e5, per pool (in units) of |residual[s,r,t]|
+    model_deviation: float = 4.0  # e5, per pool (in units) of |residual[s,r,t]| (> capacity_hold: see there)
     spare_balance: float = 1.0  # e6, per pool of |spare - region-size share * total spare|
-    capacity_hold: float = 0.01  # per pool of capacity held (keeps c at the model's requirement)
+    # per pool of capacity held: keeps c at the model's requirement. It must exceed 2 x spare_balance:
+    # inflating c by d in one region moves the spare-balance term by at most 2 d, and filling every
+    # region to 100% would otherwise "balance" the spare pools at zero
+    capacity_hold: float = 2.5
 
 
 @dataclass(frozen=True)
