@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     base = plan(instance(0, 3, kappa, xi))
     fixed_c, fixed_x = state(base, "w1")
     prev = base
-    prev_c, prev_x = state(base, "w0")
+    prev_c, _ = state(base, "w0")
     for w in range(1, weeks):
         inst = rebase(instance(w, 3, kappa, xi), prev, "previous cycle")
         doc = plan(inst)
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             "revised_largest": largest, "fixed_largest": float(np.mean(fixed_x.max(axis=1))),
             "check": "ok" if not bad else str(bad[0]),
         })  # fmt: skip
-        prev, prev_c, prev_x = doc, c_now, x_now
+        prev, prev_c = doc, c_now
     total = float(level[:, 0].sum())
     print(f"tenants {P}, regions {R}, VM types {V} -> hardware {hw_names}, weeks {weeks}; week-0 demand "
           f"{total:.0f} cores, supply {supply_rh.sum():.0f} cores (1.1 x the per-region, per-hardware 122-day peak)")  # fmt: skip
