@@ -25,7 +25,15 @@ import numpy as np  # noqa: E402
 from placement_service.atomic import atomic_path  # noqa: E402
 from placement_service.capacity.flux.traces_io import fit_from_directory  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "flux" / "nezha_trainticket" / "2023-01-29"
+DATA = (
+    Path(__file__).resolve().parents[1]
+    / ".."
+    / "shared"
+    / "data"
+    / "flux"
+    / "nezha_trainticket"
+    / "2023-01-29"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,12 +51,26 @@ def main(argv: list[str] | None = None) -> int:
     xs = np.arange(len(rows))
     w = 0.2
     ax.bar(xs - 1.5 * w, [100 * r["residual_train"]["calls"] for r in rows], w, label="residual, call counts")
-    ax.bar(xs - 0.5 * w, [100 * r["residual_train"]["span_time"] for r in rows], w, label="residual, span time")
-    ax.bar(xs + 0.5 * w, [100 * (r["error_heldout"][r["metric"]] or 0) for r in rows], w, label="held-out error, kept metric")
-    ax.bar(xs + 1.5 * w, [100 * (r["error_heldout_constant"] or 0) for r in rows], w, label="held-out error, constant")
+    ax.bar(
+        xs - 0.5 * w, [100 * r["residual_train"]["span_time"] for r in rows], w, label="residual, span time"
+    )
+    ax.bar(
+        xs + 0.5 * w,
+        [100 * (r["error_heldout"][r["metric"]] or 0) for r in rows],
+        w,
+        label="held-out error, kept metric",
+    )
+    ax.bar(
+        xs + 1.5 * w,
+        [100 * (r["error_heldout_constant"] or 0) for r in rows],
+        w,
+        label="held-out error, constant",
+    )
     ax.set_xticks(xs, names, rotation=60, ha="right")
     ax.set_ylabel("sum |delta| / sum c (%)")
-    ax.set_title("TrainTicket service model: aggregate residual per service (services by peak CPU, largest first)")
+    ax.set_title(
+        "TrainTicket service model: aggregate residual per service (services by peak CPU, largest first)"
+    )
     ax.legend(fontsize=8)
     os.makedirs(args.out_dir, exist_ok=True)
     with atomic_path(os.path.join(args.out_dir, "model_residuals.png"), suffix=".png") as tmp:
@@ -56,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     plt.close(fig)
     print(f"windows: {rep['minutes']} ({rep['train_minutes']} train / {rep['heldout_minutes']} held out, "
           f"peak window {rep['peak_minutes']}), dropped {rep['dropped']}; products {len(res.obs.products)}")  # fmt: skip
-    print("\n| service | peak CPU (m) | kept metric | residual calls | residual span time | held-out error | constant |")
+    print(
+        "\n| service | peak CPU (m) | kept metric | residual calls | residual span time | held-out error | constant |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['service']} | {r['capacity_mcores']:.1f} | {r['metric']} | {r['residual_train']['calls']:.2f} | "

@@ -47,6 +47,18 @@ def _need(doc: Mapping[str, Any], key: str) -> Any:
     return doc[key]
 
 
+def _table(doc: Mapping[str, Any], key: str, axes: tuple[str, ...], value: str,
+           tables: Mapping[str, Mapping[str, int]]) -> np.ndarray:  # fmt: skip
+    """The rows of ``doc[key]`` as a dense array over ``axes`` (each named by its lookup table)."""
+    out = np.zeros(tuple(len(tables[a]) for a in axes))
+    for i, row in enumerate(_need(doc, key)):
+        try:
+            out[tuple(tables[a][row[a]] for a in axes)] = float(row[value])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanShapeError(f"{key}[{i}]: bad or unknown field ({exc})") from None
+    return out
+
+
 def check(doc: Mapping[str, Any], *, max_violations: int = 50) -> list[Violation]:
     """Violations of the plan, in step order (empty = every phase of every step is feasible)."""
     regions = list(_need(doc, "regions"))
@@ -61,26 +73,10 @@ def check(doc: Mapping[str, Any], *, max_violations: int = 50) -> list[Violation
     products = list(doc.get("products") or sorted({row["product"] for row in _need(doc, "traffic")}))
     p_of = {n: i for i, n in enumerate(products)}
     P = len(products)
-    c = np.zeros((S, R, H, T))
-    for i, row in enumerate(_need(doc, "capacity")):
-        try:
-            c[s_of[row["service"]], r_of[row["region"]], h_of[row["hardware"]], t_of[row["t"]]] = float(
-                row["amount"]
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PlanShapeError(f"capacity[{i}]: bad or unknown field ({exc})") from None
-    x = np.zeros((P, R, T))
-    for i, row in enumerate(_need(doc, "traffic")):
-        try:
-            x[p_of[row["product"]], r_of[row["region"]], t_of[row["t"]]] = float(row["share"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PlanShapeError(f"traffic[{i}]: bad or unknown field ({exc})") from None
-    sup = np.zeros((R, H, T))
-    for i, row in enumerate(_need(doc, "supply")):
-        try:
-            sup[r_of[row["region"]], h_of[row["hardware"]], t_of[row["t"]]] = float(row["available"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PlanShapeError(f"supply[{i}]: bad or unknown field ({exc})") from None
+    tables = {"service": s_of, "product": p_of, "region": r_of, "hardware": h_of, "t": t_of}
+    c = _table(doc, "capacity", ("service", "region", "hardware", "t"), "amount", tables)
+    x = _table(doc, "traffic", ("product", "region", "t"), "share", tables)
+    sup = _table(doc, "supply", ("region", "hardware", "t"), "available", tables)
     ratio = np.zeros((S, H))
     phi = np.zeros((S, P, T))
     floor = np.zeros((S, R))
