@@ -24,6 +24,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "placement_service.sim.cli",  # sim schedule|durability|availability
     "placement_service.sim.cli_whatif",  # whatif (trace files -> report.md)
     "placement_service.capacity.ras.cli",  # ras solve|explain|generate
+    "placement_service.capacity.flux.cli",  # flux generate|model|plan|check|execute|ledger|to-ras
     "agent.cli",  # agent
     "scheduler_plugin.cli",  # hive, route, capacity-scheduler, ...
     "placement_service.demo",  # demo

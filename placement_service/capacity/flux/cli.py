@@ -1,0 +1,176 @@
+"""``harvest flux``: generate, model, plan, check, execute, ledger, to-ras."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    flux = subparsers.add_parser(
+        "flux",
+        help="regional capacity and traffic plans (Flux): generate, model, plan, check, execute, ledger, to-ras",
+        description=(
+            "Plan how much of each service runs in each region and which share of each product's traffic "
+            "each region takes, from a service model fitted on RPC traces; execute the plan in three "
+            "phases through a capacity ledger; hand one region's targets to RAS."
+        ),
+    )
+    sub = flux.add_subparsers(dest="flux_command", metavar="<flux-command>")
+
+    p = sub.add_parser("generate", help="write a synthetic instance (model.json, demand.json, supply.json)",
+                       description="Seeded synthetic instance: regions with different hardware mixes and "
+                                   "headroom, heavy-tailed services shared by products through call graphs "
+                                   "of depth > 2; total supply >= total demand at every timestep.")  # fmt: skip
+    p.add_argument("--regions", type=int, required=True)
+    p.add_argument("--services", type=int, required=True)
+    p.add_argument("--products", type=int, required=True)
+    p.add_argument("--hardware", type=int, required=True)
+    p.add_argument("--timesteps", type=int, default=4, help="timesteps including the baseline t0 (>= 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--refresh", type=int, default=0, help="K regions lose 30%% of their supply from t1 on")
+    p.add_argument(
+        "--traces", action="store_true", help="also write synthetic RPC traces + pod CPU (DIR/traces/)"
+    )
+    p.add_argument("--out", required=True, help="directory to write")
+    p.set_defaults(func=_generate)
+
+    p = sub.add_parser("model", help="fit the service model (alpha, residuals, metric per service) from traces",
+                       description="Attribute each sampled call to the product of its nearest upstream "
+                                   "gateway, split each service's peak-window CPU by the products' demand "
+                                   "shares (call counts or span time, whichever predicts better).")  # fmt: skip
+    p.add_argument(
+        "--traces", required=True, help="directory with trace/HH_MM_trace.csv[.gz], metric/, faults.json"
+    )
+    p.add_argument("--gateway", default="ts-gateway-service", help="gateway service name")
+    p.add_argument(
+        "--holdout", type=float, default=0.3, help="share of minutes (every k-th) held out for the check"
+    )
+    p.add_argument("--peak-minutes", type=int, default=10, help="peak window length, minutes")
+    p.add_argument(
+        "--fault-minutes", type=int, default=1, help="minutes left out from each fault's inject_time on"
+    )
+    p.add_argument("--out", required=True, help="model.json to write")
+    p.add_argument("--report", help="also write the per-service report (residuals, held-out error) as JSON")
+    p.set_defaults(func=_model)
+
+    p = sub.add_parser("plan", help="solve the joint capacity + traffic plan -> plan.json")
+    p.add_argument("--inputs", help="directory with model.json, demand.json, supply.json")
+    p.add_argument("--model")
+    p.add_argument("--demand")
+    p.add_argument("--supply")
+    p.add_argument("--previous", help="previous plan.json: its executed step becomes the baseline")
+    p.add_argument("--ledger", help="ledger.sqlite: apply its future events to the baseline")
+    p.add_argument("--time-limit-s", type=float, default=60.0)
+    p.add_argument("--integer-capacity", action="store_true", help="whole RRUs (a MIP; default LP)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_plan)
+
+    p = sub.add_parser("check", help="independent check of every phase of every step (exit 1 on a violation)")
+    p.add_argument("plan")
+    p.set_defaults(func=_check)
+
+    from placement_service.capacity.flux import cli_exec
+
+    cli_exec.register(sub)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from placement_service.capacity.flux.generate import generate
+    from placement_service.capacity.flux.io import write_inputs
+
+    for name in ("regions", "services", "products", "hardware"):
+        if getattr(args, name) < 1:
+            print(f"harvest flux generate: --{name} must be >= 1", file=sys.stderr)
+            return 2
+    if args.timesteps < 2:
+        print(
+            "harvest flux generate: --timesteps must be >= 2 (the baseline and one future step)",
+            file=sys.stderr,
+        )
+        return 2
+    inst, calls = generate(n_regions=args.regions, n_services=args.services, n_products=args.products,
+                           n_hardware=args.hardware, n_timesteps=args.timesteps, seed=args.seed,
+                           refresh=args.refresh)  # fmt: skip
+    write_inputs(args.out, inst)
+    if args.traces:
+        from placement_service.capacity.flux.synth_traces import write_traces
+
+        write_traces(Path(args.out) / "traces", inst, calls, seed=args.seed)
+    print(json.dumps({"out": args.out, "regions": len(inst.regions), "services": len(inst.services),
+                      "products": len(inst.products), "hardware": len(inst.hardware),
+                      "timesteps": len(inst.timesteps)}))  # fmt: skip
+    return 0
+
+
+def _model(args: argparse.Namespace) -> int:
+    from placement_service.capacity.flux.io import write_json
+    from placement_service.capacity.flux.traces_io import fit_from_directory
+
+    result = fit_from_directory(
+        args.traces, gateway=args.gateway, holdout=args.holdout, peak_minutes=args.peak_minutes
+    )
+    write_json(args.out, result.model_doc())
+    if args.report:
+        write_json(args.report, result.report_doc())
+    print(result.summary_text())
+    return 0
+
+
+def load_instance(args: argparse.Namespace) -> Any:
+    from placement_service.capacity.flux import FluxError
+    from placement_service.capacity.flux.io import DEMAND_FILE, MODEL_FILE, SUPPLY_FILE, read_instance
+
+    if args.inputs:
+        d = Path(args.inputs)
+        paths = (args.model or d / MODEL_FILE, args.demand or d / DEMAND_FILE, args.supply or d / SUPPLY_FILE)
+    elif args.model and args.demand and args.supply:
+        paths = (args.model, args.demand, args.supply)
+    else:
+        raise FluxError("give --inputs DIR, or all of --model, --demand and --supply")
+    return read_instance(*paths)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from placement_service.capacity.flux.io import load_json, write_json
+    from placement_service.capacity.flux.planner import plan
+    from placement_service.capacity.flux.previous import apply_events, rebase
+
+    inst = load_instance(args)
+    if args.previous:
+        inst = rebase(inst, load_json(args.previous), str(args.previous))
+    if args.ledger:
+        from placement_service.capacity.flux.ledger import Ledger
+
+        with Ledger(args.ledger) as ledger:
+            inst = apply_events(inst, ledger.future_events())
+    doc = plan(inst, time_limit_s=args.time_limit_s, integer_capacity=args.integer_capacity)
+    write_json(args.out, doc)
+    s = doc["solver"]
+    print(f"plan {args.out}: {s['status']}, objective {s['objective']:.4f}, {s['variables']} variables, "
+          f"{s['constraints']} constraints, {s['wall_s']:.2f} s solve; {len(doc['deficits'])} deficit(s); "
+          f"largest region share {doc['metrics']['largest_region_share']}")  # fmt: skip
+    for d in doc["deficits"][:10]:
+        print(f"  deficit {d['region']}/{d['hardware']}/{d['t']}: {d['amount']:.2f} RRU: {d['reason']}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from placement_service.capacity.flux.checker import PlanShapeError, check
+    from placement_service.capacity.flux.io import load_json
+
+    doc = load_json(args.plan)
+    try:
+        violations = check(doc)
+    except PlanShapeError as exc:
+        print(f"{args.plan}: not a Flux plan: {exc}", file=sys.stderr)
+        return 1
+    if violations:
+        print(f"{args.plan}: INFEASIBLE: {violations[0]}  ({len(violations)} violation(s) shown at most 50)")
+        return 1
+    steps = len(doc["timesteps"]) - 1
+    print(f"{args.plan}: OK: baseline and {steps} step(s) x 3 phases feasible")
+    return 0
