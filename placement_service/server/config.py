@@ -61,6 +61,25 @@ class ServiceConfig:
     multi_class_queue: str = "default"  # queue for a job spread over several classes (no label OR)
     # gRPC
     grpc_max_workers: int = 16
+    # Class selection (server/insight.py): job-type thresholds from the job lengths seen ("history",
+    # once selection_min_jobs were seen) or the configured ones ("fixed"); reserve and container size.
+    selection_thresholds: str = "history"
+    selection_short_max_s: float = 300.0
+    selection_long_min_s: float = 3600.0
+    selection_min_jobs: int = 30
+    selection_reserve_frac: float = 0.0
+    selection_container_cores: float = 1.0
+    # Placement quality: shares over the last placement_quality_window blocks; strict mode (refuse
+    # rather than place without diversity) below placement_strict_enter_below, off again above
+    # placement_strict_leave_above, judged over at least placement_strict_min_blocks blocks.
+    placement_quality_window: int = 10000
+    placement_strict_auto: bool = True
+    placement_strict_enter_below: float = 0.95
+    placement_strict_leave_above: float = 0.99
+    placement_strict_min_blocks: int = 200
+    decision_log_size: int = 10000  # placements kept for /v1/explain/place
+    decision_log_sample: float = 1.0  # share of placements kept
+    silent_after_s: float = 60.0  # a node without a report for this long is listed as silent
     # HTTP server (cheroot, see server/wsgi.py): worker threads, socket timeout within a request and
     # for a connection that has not sent one yet, idle keep-alive timeout, connection cap (also
     # bounded by the file-handle limit), largest request head.
@@ -151,8 +170,36 @@ def build_config(
         raise ConfigError("slot_s and compact_interval_s must be > 0, max_future_s >= 0")
     if (cfg.tls_cert_file is None) != (cfg.tls_key_file is None):
         raise ConfigError("TLS needs both tls_cert_file and tls_key_file")
+    _check_insight_settings(cfg)
     if cfg.recluster_priority not in RECLUSTER_PRIORITIES:
         raise ConfigError(
             f"recluster_priority: expected one of {', '.join(RECLUSTER_PRIORITIES)}, got {cfg.recluster_priority!r}"
         )
     return cfg
+
+
+def _check_insight_settings(cfg: ServiceConfig) -> None:
+    """Class-selection, placement-quality and watchdog settings (one clear line each)."""
+    import math
+
+    if cfg.selection_thresholds not in ("history", "fixed"):
+        raise ConfigError(f"selection_thresholds: expected 'history' or 'fixed', got {cfg.selection_thresholds!r}")
+    checks = [
+        ("selection_short_max_s", 0.0 <= cfg.selection_short_max_s <= cfg.selection_long_min_s, "0 <= it <= selection_long_min_s"),
+        ("selection_long_min_s", math.isfinite(cfg.selection_long_min_s), "finite"),
+        ("selection_min_jobs", cfg.selection_min_jobs >= 1, ">= 1"),
+        ("selection_reserve_frac", 0.0 <= cfg.selection_reserve_frac < 1.0, "in [0, 1)"),
+        ("selection_container_cores", 0.0 < cfg.selection_container_cores < math.inf, "> 0 and finite"),
+        ("placement_quality_window", cfg.placement_quality_window >= 1, ">= 1"),
+        ("placement_strict_enter_below", 0.0 <= cfg.placement_strict_enter_below <= 1.0, "in [0, 1]"),
+        ("placement_strict_leave_above",
+         cfg.placement_strict_enter_below <= cfg.placement_strict_leave_above <= 1.0,
+         "in [placement_strict_enter_below, 1]"),
+        ("placement_strict_min_blocks", cfg.placement_strict_min_blocks >= 1, ">= 1"),
+        ("decision_log_size", cfg.decision_log_size >= 1, ">= 1"),
+        ("decision_log_sample", 0.0 <= cfg.decision_log_sample <= 1.0, "in [0, 1]"),
+        ("silent_after_s", 0.0 < cfg.silent_after_s < math.inf, "> 0 and finite"),
+    ]
+    for name, ok, what in checks:
+        if not ok:  # NaN fails every comparison, so it lands here too
+            raise ConfigError(f"{name}: must be {what}, got {getattr(cfg, name)!r}")

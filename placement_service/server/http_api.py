@@ -43,6 +43,16 @@ def _body() -> Any:
         raise RequestError(f"body: malformed JSON: {exc}", "body") from None
 
 
+def _flag(name: str) -> bool:
+    """A boolean query parameter: 1/true/yes or 0/false/no (absent: false); anything else is a 400."""
+    raw = request.args.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise RequestError(f"{name}: must be 1/true/yes or 0/false/no, got {request.args.get(name)!r}", name)
+
+
 def _float_arg(name: str, default: float) -> float:
     raw = request.args.get(name)
     if raw is None or raw == "":
@@ -129,9 +139,11 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         except PolicyError as exc:
             raise RequestError(str(exc), _field_of(str(exc))) from None
         policy = service.policy
-        decision = policy.select(job)
+        explain = _flag("explain")
+        decision = service.select(job, explain=explain)
         sel = decision.selection
-        return _json({
+        extra = {"explain": decision.explanation} if explain else {}
+        return _json({**extra,
             "job": job.name,
             "job_type": sel.job_type.value,
             "max_concurrency": sel.max_concurrency,
@@ -146,9 +158,35 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     def post_place() -> Response:
         doc = _body()
         writer, replicas, excluded, block_size = parse_place_request(doc)
-        result = service.place(writer, replicas, excluded, block_size)
+        block = request.args.get("block", "")
+        if block:
+            check_name(block, "block")
+        result, why = service.place_explained(writer, replicas, excluded, block_size, block=block)
+        extra = {"explain": why} if _flag("explain") else {}
         return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason,
-                      "short": result.short})
+                      "short": result.short, "decision": why["decision"], **extra})
+
+    @app.get("/v1/explain/place")
+    def get_explain_place() -> Response:
+        block, node = request.args.get("block", ""), request.args.get("node", "")
+        for name, value in (("block", block), ("node", node)):
+            if value:
+                check_name(value, name)
+        entries = service.insight.explain_place(block=block or None, node=node or None)
+        if block and not entries:
+            raise RequestError(f"no decision for block {block!r} in the decision log (sampled, bounded: "
+                               f"the last {cfg.decision_log_size} kept)", "block", 404)
+        return _json({"decisions": entries, "quality": service.insight.quality_doc()})
+
+    @app.get("/v1/placement/quality")
+    def get_placement_quality() -> Response:
+        return _json(service.insight.quality_doc())
+
+    @app.get("/v1/nodes/silent")
+    def get_silent_nodes() -> Response:
+        silent = service.silent_nodes()
+        return _json({"silent_after_s": cfg.silent_after_s, "count": len(silent),
+                      "nodes": [{"node": n, "silent_s": s} for n, s in sorted(silent.items(), key=lambda kv: -kv[1])]})
 
     # -- queries ---------------------------------------------------------------------------------
     @app.get("/v1/classes")

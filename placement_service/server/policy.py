@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from placement_service.core.placement import PlacementConfig, ReplicaPlacer
-from placement_service.core.selection import ClassSelector
+from placement_service.core.selection import ClassSelector, SelectionConfig
 from placement_service.core.types import ClassTable, Inventory, Job, PlacementError, PolicyError, Selection
 from placement_service.server.config import ServiceConfig
 from placement_service.server.reports import NodeReport, NotFoundError, RequestError
@@ -89,6 +89,7 @@ class JobDecision:
     selection: Selection
     queue: str | None
     node_label: str | None
+    explanation: dict[str, Any] | None = None  # ClassSelector.explain, when asked for
 
 
 class PolicyView:
@@ -103,6 +104,7 @@ class PolicyView:
         cfg: ServiceConfig,
         reimage_rates: Mapping[str, float],
         make_placer: Callable[[float], ReplicaPlacer | None] | None = None,
+        node_env: Mapping[str, str] | None = None,
     ) -> None:
         self.version = version
         self.doc = doc
@@ -121,6 +123,8 @@ class PolicyView:
             self._placers[placer.config.block_size_mb] = placer
         self._free_gb: dict[str, float] = {}  # reported free space last applied to the placers
         self._busy: dict[str, bool] = {}  # busy flags reported since the view was built
+        self.node_env: Mapping[str, str] = node_env or {}  # placer node -> environment
+        self.has_grid = table is not None and bool(table.grid)
 
     def class_of_tenant(self, tenant: str) -> str:
         return self.tenant_class.get(tenant, "")
@@ -154,18 +158,22 @@ class PolicyView:
             for placer in self._placers.values():
                 _set_free_mb(placer, node, free_storage_gb * 1024.0)
 
-    def select(self, job: Job) -> JobDecision:
+    def select(self, job: Job, explain: bool = False) -> JobDecision:
         if self.selector is None:
             raise RequestError("no class table yet: run POST /v1/recluster once history exists", "classes", 409)
+        why = None
         with self._lock:
-            selection = self.selector.select(job, self._rng)
+            if explain:
+                selection, why = self.selector.explain(job, self._rng)
+            else:
+                selection = self.selector.select(job, self._rng)
         if not selection.classes:
-            return JobDecision(selection, None, None)
+            return JobDecision(selection, None, None, why)
         if len(selection.classes) == 1:
-            return JobDecision(selection, selection.classes[0], selection.classes[0])
+            return JobDecision(selection, selection.classes[0], selection.classes[0], why)
         # YARN requests name at most one label: a multi-class job goes to the shared queue and the
         # default partition, where idle non-exclusive class nodes take its containers.
-        return JobDecision(selection, self.cfg.multi_class_queue, "")
+        return JobDecision(selection, self.cfg.multi_class_queue, "", why)
 
     def _placer_for_bucket(self, block_mb: float) -> ReplicaPlacer:
         """Under ``_lock``: the placer of one block-size bucket, built on first use."""
@@ -183,8 +191,10 @@ class PolicyView:
             placer = self._placers[block_mb] = built
         return placer
 
-    def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int) -> PlaceDecision:
-        """Targets for one block; books nothing (see the module docstring)."""
+    def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int,
+              strict: bool = False) -> PlaceDecision:
+        """Targets for one block; books nothing (see the module docstring). ``strict``: refuse
+        (PlacementError) rather than answer with a relaxed placement."""
         if self.placer is None:
             raise RequestError("no harvestable node with storage has reported yet", "nodes", 409)
         block_mb = block_bucket_mb(block_size_bytes, self.placer.config.block_size_mb)
@@ -205,6 +215,11 @@ class PolicyView:
             for t in result.targets:  # book nothing: give the space back at once
                 placer.release(t, placer.config.block_size_mb)
         reason = result.reason
+        if strict and result.relaxed and not short:
+            raise PlacementError(f"strict placement mode: refused rather than place without diversity ({reason})")
+        if not self.has_grid:
+            note = "no class table yet: replicas spread over environments and free space only (no reimage x peak grid)"
+            reason = f"{note}; {reason}" if reason else note
         if short:
             note = f"short: only {available} usable node(s) for {replicas} replicas"
             reason = f"{note}; {reason}" if reason else note
@@ -270,6 +285,7 @@ def build_policy_view(
     static: StaticInputs | None = None,
     table: ClassTable | None = None,
     pause: Callable[[], None] = lambda: None,
+    selection: SelectionConfig | None = None,
 ) -> PolicyView:
     """Build a view; ``table`` is ``doc`` already parsed (optional); ``pause`` runs between the
     stages (the background caller sleeps there, so request threads get the GIL back)."""
@@ -281,7 +297,7 @@ def build_policy_view(
                 table = ClassTable.from_json(doc, f"class table v{version}")
                 pause()
             if table.classes:
-                selector = ClassSelector(table)
+                selector = ClassSelector(table, selection)
                 if current_window_s:
                     pause()
                     current = class_current_cpu(table, nodes, time.time(), current_window_s)
@@ -303,8 +319,9 @@ def build_policy_view(
     def make_placer(bucket_mb: float) -> ReplicaPlacer | None:
         return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static)[0]
 
+    node_env = {n: static.node_environment.get(n, nodes[n].tenant) for n in placer_nodes}
     return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates,
-                      make_placer=make_placer)
+                      make_placer=make_placer, node_env=node_env)
 
 
 __all__ = ["PolicyView", "JobDecision", "PlaceDecision", "block_bucket_mb", "build_policy_view", "NotFoundError", "PlacementError"]

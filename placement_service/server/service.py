@@ -46,6 +46,7 @@ from placement_service.atomic import atomic_write_text
 from placement_service.server.config import ServiceConfig
 from placement_service.server.health import Health
 from placement_service.server.history import Aggregate, HistoryStore, SlotSample, add_reports
+from placement_service.server.insight import Insight
 from placement_service.server.lockfile import lock_data_dir, unlock_data_dir
 from placement_service.server.maintenance import controller_from_config
 from placement_service.server.metrics import Metrics
@@ -129,6 +130,10 @@ class PlacementService:
         self.metrics = Metrics()
         self.health = Health(self.metrics)
         self._decision_log = RateLimitedLog(logger, per_s=cfg.decision_log_per_s)
+        self.insight = Insight(cfg)  # decisions explained, placement quality, strict mode, heartbeats
+        self.metrics.add_collector(lambda: self.insight.export_metrics(self.metrics))
+        self.metrics.add_collector(lambda: {"harvest_silent_nodes": float(len(self.silent_nodes()))})
+        self.insight.heartbeats.register("compaction", cfg.compact_interval_s)
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = lock_data_dir(cfg.data_dir)  # before touching anything else in it
         try:
@@ -175,8 +180,9 @@ class PlacementService:
             except (OSError, ValueError) as exc:
                 raise ConfigError(f"classes file {cfg.classes_file}: {exc}") from None
         self._static = load_static_inputs(cfg)
+        self._selection, self._selection_source = self.insight.selection_config()
         self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._harvestable,
-                                                     static=self._static)
+                                                     static=self._static, selection=self._selection)
         self._nodes_version = 0
         self._policy_nodes_version = 0
         self._policy_stale = False
@@ -221,6 +227,10 @@ class PlacementService:
     def health_snapshot(self) -> dict[str, Any]:
         doc = self.health.snapshot()
         doc["quarantined_files"] = list(self.history.quarantined)
+        silent = self.silent_nodes()
+        doc["silent_nodes"] = {"count": len(silent), "first": dict(sorted(silent.items(), key=lambda kv: -kv[1])[:10])}
+        doc["loops"] = {"heartbeat_age_s": self.insight.heartbeats.ages(), "stalled": self.insight.heartbeats.stalled()}
+        doc["placement"] = self.insight.quality_doc()
         return doc
 
     def _report_quarantine(self) -> None:
@@ -368,6 +378,7 @@ class PlacementService:
         while not self._stopping.wait(self.cfg.compact_interval_s):
             try:
                 self.compact()
+                self.insight.heartbeats.beat("compaction")
             except Exception as exc:
                 logger.warning("compaction failed; retrying on the next tick: %s", exc)
             try:
@@ -430,23 +441,53 @@ class PlacementService:
             self.metrics.inc("harvest_segments_compacted_total", 1)
 
     # -- decisions -------------------------------------------------------------------------------
+    def select(self, job: Any, explain: bool = False) -> Any:
+        """Class selection for a job (HTTP); its last duration feeds the job-type thresholds."""
+        self.insight.saw_job(job.last_duration_s)
+        decision = self.policy.select(job, explain=explain)
+        if explain and decision.explanation is not None:
+            decision.explanation["settings_source"] = self._selection_source  # of the view in force
+        return decision
+
     def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int) -> PlaceDecision:
         """Replica targets for one block (HTTP and gRPC); logged one line each (rate-limited)."""
+        return self.place_explained(writer, replicas, excluded, block_size_bytes)[0]
+
+    def place_explained(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int,
+                        block: str = "") -> tuple[PlaceDecision, dict[str, Any]]:
+        """:meth:`place` plus the why: each replica's node, tenant, class, environment and grid cell,
+        the strict-mode state, and the decision-log key (``block`` when given)."""
         if writer:
             self.node(writer)  # NotFoundError for an unknown writer
+        strict = self.insight.strict.strict
+        view = self.policy_with_node(writer)
         try:
-            decision = self.policy_with_node(writer).place(writer, replicas, excluded, block_size_bytes)
+            decision = view.place(writer, replicas, excluded, block_size_bytes, strict=strict)
         except Exception as exc:
             self._decision_log.log("place block_size=%d replicas=%d writer=%s -> refused: %s",
                                    block_size_bytes, replicas, writer or "-", exc)
             raise
         self.metrics.inc("harvest_placements_total", short=str(decision.short).lower(),
                          relaxed=str(decision.relaxed).lower())
+        with self._nodes_lock:
+            tenants = {t: self._nodes[t].tenant for t in decision.targets if t in self._nodes}
+        detail = self.insight.replicas_detail(view.table if view.has_grid else None, tenants, view.node_env,
+                                              decision.targets)
+        request = {"writer": writer, "replicas": replicas, "excluded": list(excluded), "block_size": block_size_bytes}
+        key = self.insight.record_place(block, request, detail, decision.relaxed, decision.reason,
+                                        decision.short or not view.has_grid)
         self._decision_log.log("place block_size=%d (bucket %.0f MB) replicas=%d writer=%s -> targets=%s "
                                "relaxed=%s short=%s%s", block_size_bytes, decision.block_mb, replicas, writer or "-",
                                ",".join(decision.targets), decision.relaxed, decision.short,
                                f" ({decision.reason})" if decision.reason else "")
-        return decision
+        return decision, {"decision": key, "replicas": detail, "strict_mode": strict,
+                          "quality": self.insight.quality_doc()}
+
+    def silent_nodes(self) -> dict[str, float]:
+        """Nodes whose agent has not reported for ``silent_after_s``: {node: seconds silent}."""
+        with self._nodes_lock:
+            last = {n: r.timestamp for n, r in self._nodes.items()}
+        return self.insight.silent_nodes(last, time.time())
 
     # -- queries ---------------------------------------------------------------------------------
     def _node_reports(self) -> dict[str, NodeReport]:
@@ -519,7 +560,9 @@ class PlacementService:
         only refresh the classes' current CPU (cheap, in place under the view's lock)."""
         with self._nodes_lock:
             nodes_version = self._nodes_version
-            changed = doc is not None or nodes_version != self._policy_nodes_version or self._policy_stale
+            selection, selection_source = self.insight.selection_config()
+            changed = (doc is not None or nodes_version != self._policy_nodes_version or self._policy_stale
+                       or selection != self._selection)
             nodes = dict(self._nodes)
         old = self._policy
         if not changed:
@@ -542,7 +585,7 @@ class PlacementService:
                 # A new table brings each class's latest CPU from the history; reports refine it on
                 # the next compaction tick (``update_current``), keeping the swap itself short.
                 current_window_s=None if doc is not None else self.cfg.current_window_s,
-                table=table, pause=_yield_gil if background else (lambda: None),
+                table=table, pause=_yield_gil if background else (lambda: None), selection=selection,
             )
             gc.freeze()
         finally:
@@ -550,6 +593,7 @@ class PlacementService:
             if gc_was_enabled:
                 gc.enable()
         self._policy = view  # one reference swap: requests see the old or the new view, never a mix
+        self._selection, self._selection_source = selection, selection_source
         self._policy_nodes_version = nodes_version
         self._policy_stale = False
 

@@ -1,0 +1,136 @@
+"""What the live service knows about its own decisions: why, how well, and whether its loops live.
+
+One :class:`Insight` per service, fed by the decision calls and read by ``/v1/explain/*``,
+``/healthz`` and ``/metrics``:
+
+- **class-selection settings from history**: the lengths of the jobs seen (their ``last_duration_s``)
+  give the short / medium / long thresholds as their thirds once ``selection_min_jobs`` were seen
+  (``selection_thresholds = "history"``, the default; ``"fixed"`` keeps the configured values), as
+  the simulator does. Reserve fraction and container size are configured
+  (``selection_reserve_frac``, ``selection_container_cores``). The lengths live in memory: after a
+  restart the configured thresholds serve until enough jobs were seen again;
+- **placement quality**: the share of recent blocks whose replicas sit in distinct grid rows,
+  columns and environments, relaxations, and the strict-mode switch (``placement_strict_*``): below
+  the threshold the service refuses a target rather than place without diversity (the NameNode
+  shim then falls back to the stock choice for that block), and says why in ``/healthz``;
+- **decision log**: a sampled, bounded record of placements (``decision_log_size``,
+  ``decision_log_sample``) answering "why did this block go there" by block id or by node;
+- **heartbeats** of the service's loops and the nodes whose agents went silent
+  (``silent_after_s``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from placement_service.core.selection import SelectionConfig, thresholds_from_history
+from placement_service.core.types import ClassTable
+from placement_service.server.quality import (
+    DecisionLog,
+    Heartbeats,
+    QualityTracker,
+    StrictPolicy,
+    StrictSwitch,
+    diversity_of,
+)
+
+
+class Insight:
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.quality = QualityTracker(window=cfg.placement_quality_window)
+        self.strict = StrictSwitch(StrictPolicy(
+            enabled=cfg.placement_strict_auto, enter_below=cfg.placement_strict_enter_below,
+            leave_above=cfg.placement_strict_leave_above, min_blocks=cfg.placement_strict_min_blocks,
+        ))
+        self.decisions = DecisionLog(capacity=cfg.decision_log_size, sample=cfg.decision_log_sample, seed=cfg.seed)
+        self.heartbeats = Heartbeats()
+        self._lengths: deque[float] = deque(maxlen=10_000)
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    # -- class selection ---------------------------------------------------------------------------
+    def saw_job(self, last_duration_s: float | None) -> None:
+        if last_duration_s is not None:
+            with self._lock:
+                self._lengths.append(float(last_duration_s))
+
+    def selection_config(self) -> tuple[SelectionConfig, str]:
+        """The selection settings in force and where the thresholds came from."""
+        cfg = self.cfg
+        short, long = cfg.selection_short_max_s, cfg.selection_long_min_s
+        source = "configured"
+        if cfg.selection_thresholds == "history":
+            with self._lock:
+                lengths = list(self._lengths)
+            derived = thresholds_from_history(lengths, min_jobs=cfg.selection_min_jobs)
+            if derived is not None:
+                short, long = derived
+                source = f"thirds of the {len(lengths)} job lengths seen"
+            else:
+                source = (f"configured (history needs {cfg.selection_min_jobs} jobs with a last duration, "
+                          f"{len(lengths)} seen)")
+        return SelectionConfig(short_max_s=short, long_min_s=long, reserve_frac=cfg.selection_reserve_frac,
+                               container_cores=cfg.selection_container_cores), source
+
+    # -- placement ---------------------------------------------------------------------------------
+    def replicas_detail(self, table: ClassTable | None, node_tenant: Mapping[str, str],
+                        node_env: Mapping[str, str], targets: Sequence[str]) -> list[dict[str, Any]]:
+        grid = dict(table.grid) if table is not None and table.grid is not None else {}
+        out = []
+        for t in targets:
+            tenant = node_tenant.get(t, "")
+            cell = grid.get(tenant)
+            out.append({"node": t, "tenant": tenant, "environment": node_env.get(t, tenant),
+                        "class": table.tenant_class.get(tenant, "") if table is not None else "",
+                        "grid_row": None if cell is None else cell.reimage_row,
+                        "grid_column": None if cell is None else cell.peak_column})
+        return out
+
+    def record_place(self, block: str, request: Mapping[str, Any], replicas: list[dict[str, Any]],
+                     relaxed: bool, reason: str, short: bool) -> str:
+        """Track quality, re-evaluate strict mode, keep the decision (sampled); returns its key."""
+        if not short:
+            self.quality.record(diversity_of([r["grid_row"] for r in replicas], [r["grid_column"] for r in replicas],
+                                             [r["environment"] for r in replicas], relaxed))
+            self.strict.update(self.quality.shares())
+        with self._lock:
+            self._seq += 1
+            key = block or f"decision-{self._seq}"
+        self.decisions.record(key, {"request": dict(request), "replicas": replicas, "relaxed": relaxed,
+                                    "reason": reason, "short": short, "strict_mode": self.strict.strict})
+        return key
+
+    def explain_place(self, block: str | None = None, node: str | None = None, n: int = 20) -> list[dict[str, Any]]:
+        if block:
+            e = self.decisions.get(block)
+            return [e] if e is not None else []
+        recent = self.decisions.recent(self.cfg.decision_log_size)
+        if node:
+            recent = [e for e in recent if any(r["node"] == node for r in e["replicas"])]
+        return recent[-n:]
+
+    def quality_doc(self) -> dict[str, Any]:
+        shares = {k: (None if v != v else v) for k, v in self.quality.shares().items()}  # NaN: no blocks yet
+        return {"shares": shares, "blocks_total": self.quality.total_blocks,
+                "relaxed_total": self.quality.total_relaxed, "strict_mode": self.strict.strict,
+                "strict_reason": self.strict.reason, "strict_changed_at": self.strict.changed_at}
+
+    # -- watching ----------------------------------------------------------------------------------
+    def silent_nodes(self, last_report_s: Mapping[str, float], now_s: float) -> dict[str, float]:
+        """Nodes whose last report is older than ``silent_after_s``: {node: seconds silent}."""
+        limit = self.cfg.silent_after_s
+        return {n: now_s - t for n, t in last_report_s.items() if now_s - t > limit}
+
+    def export_metrics(self, metrics: Any) -> dict[str, float]:
+        """A metrics collector: quality shares, strict mode, loop heartbeats (written as gauges)."""
+        shares = self.quality.shares()
+        for k in ("rows", "columns", "environments", "full", "relaxed"):
+            v = shares[k]
+            metrics.set("harvest_placement_diverse_share", v if v == v else 0.0, kind=k)
+        metrics.set("harvest_placement_strict_mode", 1.0 if self.strict.strict else 0.0)
+        self.heartbeats.export(metrics.set, "harvest_loop_heartbeat_age_seconds")
+        return {}

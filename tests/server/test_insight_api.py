@@ -1,0 +1,146 @@
+"""The live service explains and watches itself (server/insight.py, quality.py): explained class
+selection and placement, job-type thresholds from the job lengths seen, placement quality and the
+strict-mode switch, the decision log, silent nodes and loop heartbeats. Real ``harvest serve``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tests.server.conftest import ServerProc, report, start_server
+
+
+def _classes(tmp: Path, cells: dict[str, tuple[int, int]]) -> Path:
+    classes, tenants, grid = [], {}, {}
+    for i, (t, (row, col)) in enumerate(cells.items()):
+        cid = f"constant-{i}"
+        classes.append({"id": cid, "pattern": "constant", "avg_cpu": 0.2 + 0.1 * i, "peak_cpu": 0.3 + 0.1 * i,
+                        "current_cpu": 0.25, "servers": 4, "cores": 128, "tenants": [t]})
+        tenants[t] = {"class": cid, "pattern": "constant"}
+        grid[t] = {"reimage_row": row, "peak_column": col}
+    path = tmp / "classes.json"
+    path.write_text(json.dumps({"classes": classes, "tenants": tenants, "grid": grid}))
+    return path
+
+
+def _start(tmp: Path, cells: dict[str, tuple[int, int]] | None, **settings: object) -> ServerProc:
+    cfg = tmp / "cfg.json"
+    cfg.write_text(json.dumps(settings))
+    extra = ["--compact-interval-s", "1", "--recluster-interval-s", "0", "--config", str(cfg)]
+    if cells is not None:
+        extra += ["--classes-file", str(_classes(tmp, cells))]
+    return start_server(tmp / "data", *extra)
+
+
+def _register(srv: ServerProc, tenants: list[str], per_tenant: int = 3, age_s: float = 0.0) -> None:
+    now = time.time() - age_s
+    reps = [report(f"{t}-{k}", t, now, seq=1) for t in tenants for k in range(per_tenant)]
+    assert srv.call("POST", "/v1/reports", {"reports": reps})[0] == 202
+
+
+def _wait(cond, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+JOB = {"name": "q", "last_duration_s": 600.0, "vertices": {"Map 1": {"tasks": 10}}}
+
+
+def test_select_explained_and_thresholds_learned_from_the_jobs_seen(tmp_path):
+    srv = _start(tmp_path, {"a": (0, 0), "b": (1, 1), "c": (2, 2)}, selection_min_jobs=6)
+    try:
+        status, doc = srv.call("POST", "/v1/jobs/select?explain=1", JOB, token=None)
+        assert status == 200, doc
+        why = doc["explain"]
+        assert why["classes"] == doc["classes"] and why["job_type"] == doc["job_type"] == "medium"
+        assert {c["class"] for c in why["candidates"]} == {"constant-0", "constant-1", "constant-2"}
+        chosen = [c for c in why["candidates"] if c["chosen"]]
+        assert [c["class"] for c in chosen] == doc["classes"]
+        assert why["settings"]["short_max_s"] == 300.0 and "configured" in why["settings_source"]
+        status, plain = srv.call("POST", "/v1/jobs/select", JOB, token=None)
+        assert status == 200 and "explain" not in plain
+        status, bad = srv.call("POST", "/v1/jobs/select?explain=maybe", JOB, token=None)
+        assert status == 400 and bad["error"]["field"] == "explain"
+        # Six jobs of 60..360 s: the thresholds become their thirds once the view is rebuilt.
+        lengths = [60.0 * k for k in range(1, 7)]
+        for d in lengths:
+            assert srv.call("POST", "/v1/jobs/select", {**JOB, "last_duration_s": d}, token=None)[0] == 200
+        want = np.quantile(lengths + [600.0, 600.0], [1 / 3, 2 / 3])
+
+        def learned() -> bool:
+            w = srv.call("POST", "/v1/jobs/select?explain=1", {**JOB, "last_duration_s": None}, token=None)[1]
+            return w["explain"]["settings_source"].startswith("thirds")
+        _wait(learned)
+        w = srv.call("POST", "/v1/jobs/select?explain=1", JOB, token=None)[1]["explain"]["settings"]
+        assert w["short_max_s"] >= want[0] - 1e-6 and w["long_min_s"] >= want[1] - 1e-6
+        assert w["long_min_s"] < 3600.0  # no longer the configured default
+    finally:
+        srv.stop()
+
+
+def test_placement_explained_logged_and_quality_measured(tmp_path):
+    srv = _start(tmp_path, {"a": (0, 0), "b": (1, 1), "c": (2, 2)})
+    try:
+        _register(srv, ["a", "b", "c"])
+        _wait(lambda: srv.call("POST", "/v1/blocks/place", {"replicas": 3}, token=None)[0] == 200)
+        status, doc = srv.call("POST", "/v1/blocks/place?block=blk_1001&explain=1", {"replicas": 3}, token=None)
+        assert status == 200, doc
+        reps = doc["explain"]["replicas"]
+        assert [r["node"] for r in reps] == doc["targets"]
+        assert sorted(r["grid_row"] for r in reps) == [0, 1, 2] and not doc["relaxed"]
+        assert doc["decision"] == "blk_1001"
+        status, logged = srv.call("GET", "/v1/explain/place?block=blk_1001")
+        assert status == 200 and [r["node"] for r in logged["decisions"][0]["replicas"]] == doc["targets"]
+        assert srv.call("GET", "/v1/explain/place?block=blk_nope")[0] == 404
+        node = doc["targets"][0]
+        by_node = srv.call("GET", f"/v1/explain/place?node={node}")[1]["decisions"]
+        assert by_node and all(any(r["node"] == node for r in e["replicas"]) for e in by_node)
+        q = srv.call("GET", "/v1/placement/quality")[1]
+        assert q["blocks_total"] >= 2 and q["shares"]["full"] == 1.0 and not q["strict_mode"]
+        metrics = srv.call("GET", "/metrics")[1]
+        assert 'harvest_placement_diverse_share{kind="full"} 1' in metrics
+        assert 'harvest_loop_heartbeat_age_seconds{loop="compaction"}' in metrics
+    finally:
+        srv.stop()
+
+
+def test_strict_mode_switches_on_when_diversity_drops_and_health_says_why(tmp_path):
+    # Two tenants share a column: every 3-replica block must relax the column rule.
+    srv = _start(tmp_path, {"a": (0, 0), "b": (1, 1), "c": (2, 1)}, placement_strict_min_blocks=10,
+                 placement_strict_enter_below=0.9, placement_strict_leave_above=0.95)
+    try:
+        _register(srv, ["a", "b", "c"])
+        _wait(lambda: srv.call("POST", "/v1/blocks/place", {"replicas": 3}, token=None)[0] == 200)
+        answers = [srv.call("POST", "/v1/blocks/place", {"replicas": 3}, token=None) for _ in range(15)]
+        assert all(s == 200 and d["relaxed"] for s, d in answers[:9])
+        refused = [d for s, d in answers if s != 200]
+        assert refused and "strict placement mode" in refused[-1]["error"]["message"]
+        health = srv.call("GET", "/healthz")[1]
+        assert health["placement"]["strict_mode"] and "threshold 90.0%" in health["placement"]["strict_reason"]
+        assert "harvest_placement_strict_mode 1" in srv.call("GET", "/metrics")[1]
+    finally:
+        srv.stop()
+
+
+def test_without_a_class_table_placement_says_so_and_silent_nodes_are_listed(tmp_path):
+    srv = _start(tmp_path, None, silent_after_s=5)
+    try:
+        _register(srv, ["x", "y", "z"], per_tenant=1)
+        _register(srv, ["old"], per_tenant=2, age_s=120)
+        _wait(lambda: srv.call("POST", "/v1/blocks/place", {"replicas": 3}, token=None)[0] == 200)
+        doc = srv.call("POST", "/v1/blocks/place", {"replicas": 3}, token=None)[1]
+        assert "no class table yet" in doc["reason"]
+        assert srv.call("GET", "/v1/placement/quality")[1]["blocks_total"] == 0  # not counted as diverse or not
+        silent = srv.call("GET", "/v1/nodes/silent")[1]
+        assert {n["node"] for n in silent["nodes"]} == {"old-0", "old-1"}
+        assert all(n["silent_s"] >= 100 for n in silent["nodes"])
+        assert srv.call("GET", "/healthz")[1]["silent_nodes"]["count"] == 2
+    finally:
+        srv.stop()
