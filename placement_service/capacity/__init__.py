@@ -3,7 +3,8 @@
 Sub-packages (each model a pure module, adapters at the edge):
 - ``ras``: region-level server -> reservation assignment (MSB-loss buffers, shared buffer, the
   elastic set that batch work harvests);
-- ``flux``: regional capacity and traffic plans that size the reservations (planned);
+- ``flux``: regional capacity and traffic plans that size the reservations (service model, joint plan,
+  execution checker, capacity ledger, hand-off to RAS);
 - ``pop``: partition a granular allocation problem into k sub-problems, solve them in parallel,
   coalesce (planned).
 """
