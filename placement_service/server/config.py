@@ -80,6 +80,7 @@ class ServiceConfig:
     decision_log_size: int = 10000  # placements kept for /v1/explain/place
     decision_log_sample: float = 1.0  # share of placements kept
     silent_after_s: float = 60.0  # a node without a report for this long is listed as silent
+    reimage_window_days: float = 90.0  # live reimages (POST /v1/reimages) counted for the grid rows
     # HTTP server (cheroot, see server/wsgi.py): worker threads, socket timeout within a request and
     # for a connection that has not sent one yet, idle keep-alive timeout, connection cap (also
     # bounded by the file-handle limit), largest request head.
@@ -199,6 +200,7 @@ def _check_insight_settings(cfg: ServiceConfig) -> None:
         ("decision_log_size", cfg.decision_log_size >= 1, ">= 1"),
         ("decision_log_sample", 0.0 <= cfg.decision_log_sample <= 1.0, "in [0, 1]"),
         ("silent_after_s", 0.0 < cfg.silent_after_s < math.inf, "> 0 and finite"),
+        ("reimage_window_days", 0.0 < cfg.reimage_window_days < math.inf, "> 0 and finite"),
     ]
     for name, ok, what in checks:
         if not ok:  # NaN fails every comparison, so it lands here too

@@ -166,6 +166,20 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason,
                       "short": result.short, "decision": why["decision"], **extra})
 
+    @app.post("/v1/reimages")
+    def post_reimages() -> Response:
+        require_token()
+        events = parse_reimages(_body(), time.time(), cfg.max_future_s)
+        new, known = service.record_reimages(events)
+        return _json({"stored": new, "duplicates": known}, 202)
+
+    @app.get("/v1/reimages")
+    def get_reimages() -> Response:
+        since = _float_arg("since", 0.0)
+        rows = service.state.load_reimages(since)
+        return _json({"since": since, "reimages": [{"node": n, "timestamp": t, "tenant": te, "how": h}
+                                                   for n, t, te, h in rows]})
+
     @app.get("/v1/explain/place")
     def get_explain_place() -> Response:
         block, node = request.args.get("block", ""), request.args.get("node", "")
@@ -305,3 +319,33 @@ def parse_place_request(doc: Any) -> tuple[str, int, list[str], int]:
         raise RequestError(f"block_size: must be an integer number of bytes 0..2^40, got {block_size!r}",
                            "block_size")
     return writer, replicas, excluded, block_size
+
+
+REIMAGE_MAX_AGE_S = 10 * 365 * 86400.0  # older reports of reimages are refused (typo guard)
+
+
+def parse_reimages(doc: Any, now_s: float, max_future_s: float) -> list[tuple[str, float, str]]:
+    """``{"events": [{"node", "timestamp", "how"?}]}`` -> (node, epoch s, how); errors name the field."""
+    if not isinstance(doc, dict) or set(doc) != {"events"} or not isinstance(doc["events"], list):
+        raise RequestError('body: expected {"events": [{"node": ..., "timestamp": ...}, ...]}', "events")
+    if not 1 <= len(doc["events"]) <= 10_000:
+        raise RequestError(f"events: expected 1..10000 events, got {len(doc['events'])}", "events")
+    out = []
+    for i, e in enumerate(doc["events"]):
+        where = f"events[{i}]"
+        if not isinstance(e, dict):
+            raise RequestError(f"{where}: must be an object", where)
+        unknown = sorted(set(e) - {"node", "timestamp", "how"})
+        if unknown:
+            raise RequestError(f"{where}.{unknown[0]}: unknown field", f"{where}.{unknown[0]}")
+        node = check_name(e.get("node"), f"{where}.node")
+        ts = e.get("timestamp")
+        if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) \
+                or not now_s - REIMAGE_MAX_AGE_S <= ts <= now_s + max_future_s:
+            raise RequestError(f"{where}.timestamp: must be epoch seconds within the last 10 years, got {ts!r}",
+                               f"{where}.timestamp")
+        how = e.get("how", "declared")
+        if how not in ("detected", "declared"):
+            raise RequestError(f"{where}.how: must be 'detected' or 'declared', got {how!r}", f"{where}.how")
+        out.append((node, float(ts), how))
+    return out

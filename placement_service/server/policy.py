@@ -23,7 +23,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,18 +44,21 @@ class StaticInputs:
     node_environment: Mapping[str, str]
     node_rack: Mapping[str, str]
     reimage_rates: Mapping[str, float]  # tenant -> reimages per server per 30-day month
+    node_tenant: Mapping[str, str] = field(default_factory=dict)  # from the inventory
 
 
 def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
     env: dict[str, str] = {}
     rack: dict[str, str] = {}
     rates: dict[str, float] = {}
+    tenant: dict[str, str] = {}
     if cfg.inventory_file is not None:
         from placement_service.traces.io import load_inventory
 
         inv = load_inventory(cfg.inventory_file)
         env = dict(zip(inv.server, inv.environment, strict=True))
         rack = dict(zip(inv.server, inv.rack, strict=True))
+        tenant = dict(zip(inv.server, inv.tenant, strict=True))
         if cfg.reimages_file is not None:
             from placement_service.traces.io import load_reimages
             from placement_service.traces.series import reimage_rates
@@ -63,7 +66,7 @@ def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
             rates = reimage_rates(load_reimages(cfg.reimages_file, known_servers=inv.server), inv)
     elif cfg.reimages_file is not None:
         logger.warning("reimages_file needs inventory_file (server -> tenant); reimage rates ignored")
-    return StaticInputs(env, rack, rates)
+    return StaticInputs(env, rack, rates, tenant)
 
 
 @dataclass(frozen=True)

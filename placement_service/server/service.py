@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -483,6 +483,35 @@ class PlacementService:
         return decision, {"decision": key, "replicas": detail, "strict_mode": strict,
                           "quality": self.insight.quality_doc()}
 
+    def record_reimages(self, events: Sequence[tuple[str, float, str]]) -> tuple[int, int]:
+        """Store reimages (node, epoch s, how) reported live; the node's tenant is taken from its
+        reports (or the inventory). Returns (new, already known)."""
+        rows = []
+        with self._nodes_lock:
+            tenants = {n: r.tenant for n, r in self._nodes.items()}
+        for i, (node, ts, how) in enumerate(events):
+            tenant = tenants.get(node) or self._static.node_tenant.get(node, "")
+            if not tenant:
+                raise NotFoundError(f"events[{i}].node: node {node!r} is unknown (it has never reported and is not "
+                                    "in the inventory); nothing stored", f"events[{i}].node")
+            rows.append((node, float(ts), tenant, how))
+        new = self.state.add_reimages(rows)
+        self.metrics.inc("harvest_reimages_reported_total", new)
+        return new, len(rows) - new
+
+    def reimage_rates(self, servers_per_tenant: Mapping[str, int], now_s: float) -> dict[str, float]:
+        """Reimages per server per 30-day month for the grid rows. A tenant with live reimages in the
+        last ``reimage_window_days`` gets the live rate; others keep the reimages file's rate."""
+        window_s = self.cfg.reimage_window_days * 86400.0
+        live: dict[str, int] = {}
+        for _node, _ts, tenant, _how in self.state.load_reimages(now_s - window_s):
+            live[tenant] = live.get(tenant, 0) + 1
+        rates = dict(self._static.reimage_rates)
+        for tenant, n in live.items():
+            servers = max(1, servers_per_tenant.get(tenant, 1))
+            rates[tenant] = n / servers / (window_s / (30 * 86400.0))
+        return rates
+
     def silent_nodes(self) -> dict[str, float]:
         """Nodes whose agent has not reported for ``silent_after_s``: {node: seconds silent}."""
         with self._nodes_lock:
@@ -627,7 +656,7 @@ class PlacementService:
             history_dir=self.history.root, slot_s=self.cfg.slot_s,
             since_s=until - self.cfg.history_days * 86400.0, until_s=until,
             servers_per_tenant=servers, cores_per_tenant=cores, storage_gb_per_tenant=storage,
-            reimage_rate_per_tenant=self._static.reimage_rates, seed=self.cfg.seed,
+            reimage_rate_per_tenant=self.reimage_rates(servers, now), seed=self.cfg.seed,
             state_path=self.cfg.data_path("state.sqlite"), node_tenant={r.node: r.tenant for r in nodes},
             instance_id=self.instance_id,
         )

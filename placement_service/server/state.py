@@ -49,6 +49,13 @@ CREATE TABLE IF NOT EXISTS class_tables (
 );
 CREATE TABLE IF NOT EXISTS harvestable (node TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reimages (
+    node TEXT NOT NULL,
+    timestamp REAL NOT NULL,
+    tenant TEXT NOT NULL,
+    how TEXT NOT NULL,
+    PRIMARY KEY (node, timestamp)
+);
 """
 
 
@@ -161,6 +168,29 @@ class StateStore:
             return None
         with self._lock:
             return frozenset(r[0] for r in self._db.execute("SELECT node FROM harvestable"))
+
+    # -- reimages (reported live by agents or operators) -------------------------------------------
+    def add_reimages(self, events: Iterable[tuple[str, float, str, str]]) -> int:
+        """Store (node, timestamp, tenant, how) events; a repeat of (node, timestamp) is ignored.
+        Returns how many were new."""
+        rows = list(events)
+        with self._lock:
+            before = self._db.total_changes
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO reimages(node, timestamp, tenant, how) VALUES (?, ?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return self._db.total_changes - before
+
+    def load_reimages(self, since_s: float = float("-inf")) -> list[tuple[str, float, str, str]]:
+        with self._lock:
+            return [(str(n), float(t), str(te), str(h)) for n, t, te, h in self._db.execute(
+                "SELECT node, timestamp, tenant, how FROM reimages WHERE timestamp >= ? ORDER BY timestamp",
+                (since_s,))]
 
     # -- meta ------------------------------------------------------------------------------------
     def _set_meta_locked(self, key: str, value: str) -> None:
