@@ -35,6 +35,9 @@ def responder(path: str, body: dict[str, Any]) -> tuple[int, Any, float]:
         return 200, {"targets": ["nope.example.com", "dn2.example.com", "dn3.example.com"]}, 0.0
     if mode == "garbage":
         return 200, "<html>busy</html>", 0.0
+    if mode == "short":  # the service's answer when fewer nodes than replicas are usable
+        return 200, {"targets": ["dn6.example.com", "dn4.example.com"], "relaxed": False,
+                     "reason": f"short: only 2 usable node(s) for {body['replicas']} replicas", "short": True}, 0.0
     if mode == "conflict":
         return 409, {"error": f"{body['replicas']} replicas asked, 4 usable nodes", "field": "replicas"}, 0.0
     if mode == "reject":
@@ -56,7 +59,7 @@ def test_shim_java_unit_tests(tmp_path: Path, shim_classes: Path) -> None:
     failures = [ln for ln in lines if ln.startswith("FAIL")]
     assert proc.returncode == 0 and not failures, proc.stdout + proc.stderr
     assert "ALL PASSED" in lines
-    assert sum(ln.startswith("PASS") for ln in lines) >= 28
+    assert sum(ln.startswith("PASS") for ln in lines) >= 30
     # What the shim sent: the contract {"writer", "replicas", "excluded", "block_size"} with the token.
     shim_requests = [(p, b, h) for p, b, h in svc.requests if p.startswith("/good-excluding/")]
     assert shim_requests, svc.requests

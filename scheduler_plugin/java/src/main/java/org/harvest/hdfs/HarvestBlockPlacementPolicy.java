@@ -187,6 +187,10 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault imp
     for (String t : decision.targets) {
       targets.add(live.get(PlacementDecider.key(t)));
     }
+    if (decision.targets.size() < numOfReplicas) {
+      LOG.debug("block of {}: short answer, {} of {} replicas on {}", srcPath, decision.targets.size(),
+          numOfReplicas, decision.targets);
+    }
     Set<Node> steer = new HashSet<Node>();
     if (excludedNodes != null) {
       steer.addAll(excludedNodes);
@@ -196,11 +200,14 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault imp
         steer.add(n);
       }
     }
-    DatanodeStorageInfo[] result = super.chooseTarget(srcPath, numOfReplicas, writer,
+    // A short answer (fewer usable nodes than replicas) places only that many: asking the stock
+    // policy for more among fewer allowed nodes would only log "failed to place enough replicas".
+    int wanted = Math.min(numOfReplicas, decision.targets.size());
+    DatanodeStorageInfo[] result = super.chooseTarget(srcPath, wanted, writer,
         chosen == null ? new ArrayList<DatanodeStorageInfo>() : chosen, returnChosenNodes, steer, blocksize,
         storagePolicy, flags);
     int already = returnChosenNodes && chosen != null ? chosen.size() : 0;
-    if (result == null || result.length - already < numOfReplicas) {
+    if (result == null || result.length - already < wanted) {
       fallbackLog.recordUnusable("service targets " + decision.targets + " for a block of " + srcPath
           + " not all usable by the stock checks (space, load, staleness, racks)");
       return null;

@@ -69,7 +69,7 @@ public final class PlacementClient implements PlacementDecider.Service {
     }
   }
 
-  /** Parses {@code {"targets": [str...], "relaxed": bool, "reason": str}}. */
+  /** Parses {@code {"targets": [str...], "relaxed": bool, "reason": str, "short": bool}}. */
   static PlacementDecider.Answer parseAnswer(String text) throws IOException {
     Object doc;
     try {
@@ -95,7 +95,7 @@ public final class PlacementClient implements PlacementDecider.Service {
     Object relaxed = m.get("relaxed");
     Object reason = m.get("reason");
     return new PlacementDecider.Answer(targets, Boolean.TRUE.equals(relaxed),
-        reason instanceof String ? (String) reason : "");
+        reason instanceof String ? (String) reason : "", Boolean.TRUE.equals(m.get("short")));
   }
 
   private static String read(InputStream in) throws IOException {

@@ -25,10 +25,14 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li>Ask the service. A failure (connection refused, timeout, HTTP 5xx, unparsable answer)
  *       suspends it for {@code cooldownMs} and falls back to the stock choice; a refusal of this
  *       request (HTTP 4xx) falls back for this block only (a 409 is also cached, see above).</li>
- *   <li>Validate the answer against the live DataNodes: at least {@code replicas} targets, all
- *       distinct, all live, none excluded. An invalid answer falls back to the stock choice for
- *       this block only (the service may briefly see another set of nodes than the NameNode).</li>
- *   <li>Otherwise use the first {@code replicas} targets, in the service's order.</li>
+ *   <li>Validate the answer against the live DataNodes: at least {@code replicas} targets (or, in
+ *       a <em>short</em> answer, at least one: the service has fewer usable nodes than replicas),
+ *       all distinct, all live, none excluded. An invalid answer falls back to the stock choice
+ *       for this block only (the service may briefly see another set of nodes than the NameNode).</li>
+ *   <li>Otherwise use the first {@code replicas} targets, in the service's order. A short answer
+ *       places fewer replicas than asked, all on usable nodes; HDFS accepts that (a new block
+ *       needs {@code dfs.namenode.replication.min}, 1) and re-replicates the rest later, when the
+ *       service will answer again, with a 409 once no usable node is left, which is cached.</li>
  * </ol>
  * Thread-safe: NameNode handler threads call {@link #decide} concurrently.
  */
@@ -55,16 +59,25 @@ public final class PlacementDecider {
     }
   }
 
-  /** The service's answer: {@code {"targets": [...], "relaxed": bool, "reason": str}}. */
+  /**
+   * The service's answer: {@code {"targets": [...], "relaxed": bool, "reason": str, "short": bool}}.
+   * {@code short} means fewer usable nodes than replicas: the targets are all the usable ones.
+   */
   public static final class Answer {
     public final List<String> targets;
     public final boolean relaxed;
     public final String reason;
+    public final boolean isShort;
 
     public Answer(List<String> targets, boolean relaxed, String reason) {
+      this(targets, relaxed, reason, false);
+    }
+
+    public Answer(List<String> targets, boolean relaxed, String reason, boolean isShort) {
       this.targets = targets;
       this.relaxed = relaxed;
       this.reason = reason == null ? "" : reason;
+      this.isShort = isShort;
     }
   }
 
@@ -209,8 +222,9 @@ public final class PlacementDecider {
     if (invalid != null) {
       return Decision.stock(Kind.INVALID, "invalid answer: " + invalid);
     }
+    int n = Math.min(request.replicas, answer.targets.size());
     return new Decision(Kind.SERVICE, Collections.unmodifiableList(
-        new ArrayList<String>(answer.targets.subList(0, request.replicas))), answer.reason);
+        new ArrayList<String>(answer.targets.subList(0, n))), answer.reason);
   }
 
   /** Null when the answer is usable, else why not. */
@@ -218,9 +232,9 @@ public final class PlacementDecider {
     if (answer == null || answer.targets == null) {
       return "no targets";
     }
-    if (answer.targets.size() < request.replicas) {
+    if (answer.targets.size() < request.replicas && !(answer.isShort && !answer.targets.isEmpty())) {
       return answer.targets.size() + " targets for " + request.replicas + " replicas"
-          + (answer.reason.isEmpty() ? "" : " (" + answer.reason + ")");
+          + (answer.isShort ? " (short)" : "") + (answer.reason.isEmpty() ? "" : " (" + answer.reason + ")");
     }
     Set<String> live = new HashSet<String>();
     for (String h : liveHosts) {
@@ -231,7 +245,7 @@ public final class PlacementDecider {
       excluded.add(key(h));
     }
     Set<String> seen = new HashSet<String>();
-    for (String t : answer.targets.subList(0, request.replicas)) {
+    for (String t : answer.targets.subList(0, Math.min(request.replicas, answer.targets.size()))) {
       String k = key(t);
       if (!seen.add(k)) {
         return "target " + t + " listed twice";

@@ -202,6 +202,20 @@ public final class ShimTests {
           "409"), lines.get(0));
       check(lines.get(1).contains(": 30 block(s) in the last 60000 ms"), lines.get(1));
     });
+    test("decider takes a short answer (fewer usable nodes than replicas) but no empty or invalid one", () -> {
+      FakeService s = new FakeService();
+      PlacementDecider dec = new PlacementDecider(s, 1000, 60000, new FakeClock());
+      s.answer = new PlacementDecider.Answer(Arrays.asList("c", "b"), false, "short: only 2 usable", true);
+      PlacementDecider.Decision d = dec.decide(req(3), LIVE);
+      check(d.useService, d.toString());
+      eq(Arrays.asList("c", "b"), d.targets);
+      s.answer = new PlacementDecider.Answer(Collections.<String>emptyList(), false, "short", true);
+      check(dec.decide(req(3), LIVE).kind == PlacementDecider.Kind.INVALID, "an empty short answer is unusable");
+      s.answer = new PlacementDecider.Answer(Arrays.asList("c", "zz"), false, "short", true);
+      check(dec.decide(req(3), LIVE).kind == PlacementDecider.Kind.INVALID, "a dead target is still invalid");
+      s.answer = new PlacementDecider.Answer(Arrays.asList("c", "b"), false, "", false);
+      check(dec.decide(req(3), LIVE).kind == PlacementDecider.Kind.INVALID, "too few without 'short' is invalid");
+    });
     test("decider rejects too few, duplicate, dead, excluded and missing targets without suspending", () -> {
       List<List<String>> bad = new ArrayList<List<String>>();
       bad.add(Arrays.asList("b"));
@@ -392,6 +406,10 @@ public final class ShimTests {
       }
       long ms = (System.nanoTime() - t0) / 1000000L;
       check(ms < 500, "50 blocks during the cooldown took " + ms + " ms");
+    });
+    test("shim places a short answer's replicas on its targets only (real HTTP)", () -> {
+      List<String> got = hosts(place(shim("short"), new HashSet<Node>()));
+      eq(Arrays.asList("dn4.example.com", "dn6.example.com"), got);
     });
     test("shim passes the block size it is asked for", () -> {
       HarvestBlockPlacementPolicy p = shim("good-excluding");
