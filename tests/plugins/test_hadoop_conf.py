@@ -45,3 +45,10 @@ def test_committed_capacity_scheduler_sums_up() -> None:
 
     props = parse((CONF / "capacity-scheduler.xml").read_text())
     check_tree(props, ["constant-0", "periodic-0", "unpredictable-0"])
+
+
+@pytest.mark.parametrize("path", ["hadoop-conf/capacity-scheduler.xml", "docker/conf/capacity-scheduler.xml"])
+def test_shipped_capacity_scheduler_uses_the_dominant_calculator(path: str) -> None:
+    props = {p.findtext("name"): p.findtext("value") for p in ET.parse(REPO / path).getroot().findall("property")}
+    assert props["yarn.scheduler.capacity.resource-calculator"] == \
+        "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator"
