@@ -24,9 +24,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.agent.fake_scheduler import (
     DEFAULT_CALCULATOR,
+    DOMINANT_CALCULATOR,
     EXIT_SIGKILL,
     EXIT_SIGTERM,
     SUCCESS,
+    FakeMapReduceJob,
     FakeScheduler,
 )
 
@@ -314,6 +316,29 @@ class HeartbeatLoop:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+class FakeYarnCluster:
+    """RM + one NM running real container processes under ``node`` + the NM heartbeat, for one test."""
+
+    def __init__(self, node: Any, *, memory_mb: int, vcores: int, version: str = "3.3.6",
+                 calculator: str = DOMINANT_CALCULATOR, heartbeat_s: float = 0.1, task_s: float = 3600.0,
+                 node_id: str = YARN_NODE_ID) -> None:
+        self.rm = FakeResourceManager(version=version, calculator=calculator)
+        self.rm.scheduler.add_node(node_id, memory_mb, vcores)
+        self.nm = FakeNodeManager(node_id, rm=self.rm, launcher=lambda cid: node.container(cid, wait=False),
+                                  task_s=task_s)
+        self.loop = HeartbeatLoop(self.nm, heartbeat_s).start()
+        self._apps = 0
+
+    def submit(self, maps: int, **job: Any) -> FakeMapReduceJob:
+        self._apps += 1
+        return FakeMapReduceJob(self.rm.scheduler, self._apps, maps, **job)
+
+    def close(self) -> None:
+        self.loop.stop()
+        self.nm.close()
+        self.rm.close()
 
 
 def fake_yarn_cli(directory: str, exit_code: int = 0) -> tuple[str, str]:

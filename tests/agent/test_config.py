@@ -54,6 +54,8 @@ def _sample_text(setting) -> str:
         return "10"
     if setting.key == "state_dir":
         return "/tmp"
+    if setting.key == "reclaim":
+        return "rm"
     if setting.kind in (int, float):
         return "1"
     return "x"

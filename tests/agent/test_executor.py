@@ -149,6 +149,11 @@ class _RecordingYarn:
 
     def __init__(self) -> None:
         self.remote_kills: list[str] = []
+        self.reclaims: list[tuple[int, int]] = []
+        self.reclaim_failures = 0
+
+    def reclaim(self, memory_mb: int, vcores: int) -> None:
+        self.reclaims.append((memory_mb, vcores))
 
     def remote_kill(self, container_id: str) -> None:
         self.remote_kills.append(container_id)
