@@ -6,7 +6,8 @@ Per resource r in {cores, MB}:
     deficit_r     = primary_r + secondary_footprint_r - budget_r (> 0: the reserve is eaten into)
     harvestable_r = max(0, capacity_r - primary_r - reserve_r)   (what YARN may hand out in total)
 
-When a deficit is positive, containers are killed youngest first, skipping any that would not
+When a deficit is positive, containers are killed youngest first (ApplicationMasters, container 1 of
+an attempt, only after every other container), skipping any that would not
 shrink a resource in deficit, until every deficit is <= 0 (never more) or ``max_kills_per_round``
 is reached. Containers already being killed (``dying``) count as freed, so a slow exit does not
 cause a second, unneeded kill on the next tick.
@@ -29,7 +30,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
-from agent.attribute import ContainerView, NodeView
+from agent.attribute import ContainerView, NodeView, is_application_master
 
 _EPS = 1e-9
 
@@ -95,7 +96,10 @@ class Decision:
 
 
 def _youngest_first(containers: Collection[ContainerView]) -> list[ContainerView]:
-    return sorted(containers, key=lambda c: c.age_key(), reverse=True)
+    """Youngest first, ApplicationMasters last (killing one fails a whole job attempt; the RM's
+    over-commit preemption never picks one either)."""
+    return sorted(containers, key=lambda c: (not is_application_master(c.container_id), c.age_key()),
+                  reverse=True)
 
 
 def _pick_kills(live: list[ContainerView], deficit_cores: float, deficit_mb: float, policy: Policy,

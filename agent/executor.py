@@ -22,7 +22,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import psutil
@@ -58,6 +58,7 @@ class _Reclaim:
     kill: Kill
     deadline_s: float
     failures_at_start: int
+    listed: dict[str, tuple[float, float]]  # the NM's containers (cores, MB) when the RM was asked
 
 
 def _alive_matching(pid: int, create_time: float) -> bool:
@@ -198,15 +199,33 @@ class Executor:
                               "exited_by_itself": kill.container_id in gone, "path": "local-kill"})
         del self.kill_log[:-20]
 
-    def _follow_reclaims(self, decision: Decision, signalled: list[str], gone: list[str]) -> list[str]:
-        """Forget reclaims the RM carried out; kill locally what it did not in time (or could not)."""
+    def _follow_reclaims(self, decision: Decision, signalled: list[str], gone: list[str],
+                         listed: Mapping[str, tuple[float, float]] | None) -> list[str]:
+        """Forget reclaims the RM carried out; kill locally what it did not in time (or could not).
+
+        The RM picks its own victims (newest first); when it took other containers than the agent
+        chose, the allocation they freed counts for the agent's choice (``listed``: the NM's
+        containers now, id -> (cores, MB)), so the agent does not kill a second container for one need.
+        """
         fallback = []
         now = self._clock()
         failures = self.yarn.reclaim_failures if self.yarn is not None else 0
+        credit: dict[int, list[float]] = {}  # per reclaim round: allocation the RM freed elsewhere
         for cid, entry in list(self._reclaiming.items()):
             procs = entry.kill.processes
-            if procs and not any(_alive_matching(pid, ct) for pid, ct in procs):
-                del self._reclaiming[cid]  # the RM (through the NM) killed it
+            took_it = (listed is not None and cid not in listed) or (
+                bool(procs) and not any(_alive_matching(pid, ct) for pid, ct in procs))
+            if not took_it and listed is not None:
+                avail = credit.setdefault(id(entry.listed), [
+                    sum(a[0] for o, a in entry.listed.items() if o not in listed and o not in self._reclaiming),
+                    sum(a[1] for o, a in entry.listed.items() if o not in listed and o not in self._reclaiming)])
+                need = entry.listed.get(cid, (0.0, 0.0))
+                if avail[0] >= need[0] - 1e-9 and avail[1] >= need[1] - 1e-9 and (avail[0] > 0 or avail[1] > 0):
+                    avail[0] -= need[0]
+                    avail[1] -= need[1]
+                    took_it = True  # the RM freed as much by preempting another container
+            if took_it:
+                del self._reclaiming[cid]
                 self._killed[cid] = now + self.kill_memory_s
                 self.metrics.inc("rm_reclaimed_total")
                 continue
@@ -227,16 +246,18 @@ class Executor:
         if label:
             self.label = label
 
-    def apply(self, decision: Decision, plan: ReclaimPlan | None = None) -> ActResult:
+    def apply(self, decision: Decision, plan: ReclaimPlan | None = None,
+              listed: Mapping[str, tuple[float, float]] | None = None) -> ActResult:
         """Step plan: 1. follow earlier RM reclaims (local fallback); 2. new RM reclaims; 3. local
         kills; 4. escalate old kills; 5. YARN node resource; 6. state files.
 
         ``plan`` (yarn mode, RM path) says which kills go to the RM; without one every kill is local.
+        ``listed``: the NodeManager's containers this tick, id -> allocated (cores, MB).
         """
         signalled: list[str] = []
         gone: list[str] = []
         remote: list[str] = []
-        fallback = self._follow_reclaims(decision, signalled, gone)
+        fallback = self._follow_reclaims(decision, signalled, gone, listed)
         local = decision.kills if plan is None or self.yarn is None else plan.local
         reclaimed = []
         if plan is not None and self.yarn is not None and plan.via_rm:
@@ -244,7 +265,8 @@ class Executor:
             for kill in plan.via_rm:
                 if kill.container_id in self._reclaiming or kill.container_id in self._killed:
                     continue
-                self._reclaiming[kill.container_id] = _Reclaim(kill, deadline, self.yarn.reclaim_failures)
+                self._reclaiming[kill.container_id] = _Reclaim(kill, deadline, self.yarn.reclaim_failures,
+                                                               dict(listed or {}))
                 reclaimed.append(kill.container_id)
                 self.kill_log.append({"container": kill.container_id, "at": decision.timestamp,
                                       "reason": kill.reason, "exited_by_itself": False, "path": "rm-preemption"})

@@ -139,8 +139,11 @@ class Agent:
         if self.executor.yarn is not None:
             plan = plan_reclaim(decision, view, self.config.reserve_cores, self.config.reserve_memory_mb,
                                 self.executor.dying(), self.executor.yarn.path()[0])
+        listed = None if view is None or self.executor.yarn is None else {
+            c.container_id: (c.alloc_cores or 0.0, c.alloc_memory_mb or 0.0)
+            for c in view.containers if c.alloc_memory_mb is not None}
         try:
-            act = self.executor.apply(decision, plan)
+            act = self.executor.apply(decision, plan, listed)
         except Exception as exc:
             self._error("act", exc)
             act = ActResult()
