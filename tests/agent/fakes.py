@@ -135,17 +135,24 @@ class FakeResourceManager(_Server):
                 "resourceManagerBuildVersion": f"{version} from fake by harvest",
                 "hadoopVersion": version, "hadoopBuildVersion": f"{version} from fake by harvest"}}
         if route == "/ws/v1/cluster/get-node-labels":
-            items = [{"name": n, "exclusivity": e} for n, e in sorted(self.labels.items())]
+            # real 3.2.1: {"nodeLabelInfo":[{"name":"x","exclusivity":"false"}]}, {} when empty
+            items = [{"name": n, "exclusivity": str(e).lower()} for n, e in sorted(self.labels.items())]
+            if not items:
+                return 200, {}
             inner = {"nodeLabelInfo": items[0] if len(items) == 1 else items}
             return 200, ({"nodeLabelsInfo": inner} if self.labels_wrapped_get else inner)
         return 404, {"RemoteException": {"message": f"no {path}"}}
 
     def _admin(self, path: str) -> tuple[int, Any] | None:
-        users = parse_qs(urlsplit(path).query).get("user.name", [])
+        """The real RM's answer without an admin (3.2.1, ``yarn.admin.acl`` = yarn)."""
+        split = urlsplit(path)
+        users = parse_qs(split.query).get("user.name", [])
         user = users[0] if users else "dr.who"
         if not users or (self.admin_users is not None and user not in self.admin_users):
-            return 401, {"RemoteException": {"exception": "AuthorizationException", "message":
-                                             f"User {user} not authorized for action addToClusterNodeLabels"}}
+            return 401, {"RemoteException": {
+                "exception": "AuthorizationException",
+                "message": f"User {user} not authorized for post to .../{split.path.rsplit('/', 1)[-1]} ",
+                "javaClassName": "org.apache.hadoop.security.authorize.AuthorizationException"}}
         return None
 
     def _labels_post(self, route: str, path: str, body: Any) -> tuple[int, Any]:
