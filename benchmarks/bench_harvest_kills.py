@@ -79,7 +79,7 @@ def run_path(path: str, kills: int, interval_s: float, heartbeat_s: float, maps:
             primary = node.primary(spike_mb=spike_mb)
             t0 = time.monotonic()
             Node.spike(primary)
-            if wait_until(lambda: any(not c.alive() for c in running.values()), 30, step_s=0.002):
+            if wait_until(lambda running=running: any(not c.alive() for c in running.values()), 30, step_s=0.002):
                 reactions.append(time.monotonic() - t0)
             os.killpg(primary.pid, 9)  # the spike ends
             wait_until(lambda: job is not None and job.failed_attempts + job.killed_attempts >= len(reactions), 30)
