@@ -21,6 +21,12 @@ from agent.sampler import NodeSample
 _CONTAINER_ID = re.compile(r"^container_(?:e(\d+)_)?(\d+)_(\d+)_(\d+)_(\d+)$")
 
 
+def is_application_master(container_id: str) -> bool:
+    """Container 1 of an application attempt is its ApplicationMaster (YARN numbers it first)."""
+    match = _CONTAINER_ID.match(container_id)
+    return match is not None and int(match.group(5)) == 1
+
+
 def container_order(container_id: str) -> tuple[int, ...]:
     """Sort key from a YARN container id: (cluster start ms, application, attempt, sequence).
 

@@ -82,6 +82,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("rm_backoff_s", float, 0.2, "first retry delay, doubled per attempt"),
     Setting("error_log_interval_s", float, 60.0, "a repeated error is logged at most once per this"),
     Setting("heartbeat_s", float, 30.0, "state files are touched at least this often while healthy"),
+    Setting("reclaim", str, "auto", "how a yarn-mode agent takes resources back: auto (RM over-commit "
+            "preemption on Hadoop 3.3+, else local kill) | rm | local"),
+    Setting("rm_reclaim_timeout_ms", int, 0, "overCommitTimeout of every node-resource write on the RM "
+            "path (once set it sticks in the RM until the node re-registers)"),
+    Setting("rm_reclaim_wait_s", float, 3.0, "RM path: kill locally when the RM has not killed by then"),
+    Setting("scheduler_check_grace_s", float, 5.0, "a container first seen this long after the node size "
+            "was set, that takes the allocation above it, means the scheduler ignores the size"),
+    Setting("cgroup", str, None, "cgroup v2 directory that is the node (a container or a systemd slice): "
+            "totals from cpu.max, cpu.stat, memory.max, memory.current; processes from cgroup.procs", True),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
 
@@ -132,6 +141,11 @@ class AgentConfig:
     rm_backoff_s: float
     error_log_interval_s: float
     heartbeat_s: float
+    reclaim: str = "auto"
+    rm_reclaim_timeout_ms: int = 0
+    rm_reclaim_wait_s: float = 3.0
+    scheduler_check_grace_s: float = 5.0
+    cgroup: str | None = None
 
 
 def _coerce(setting: Setting, value: Any, source: str) -> Any:
@@ -199,6 +213,15 @@ def _node_capacity() -> tuple[float, int]:
     return float(psutil.cpu_count() or 1), int(psutil.virtual_memory().total // (1024 * 1024))
 
 
+def _cgroup_capacity(path: str) -> tuple[float, int]:
+    from agent.cgroup import CgroupError, cgroup_capacity
+
+    try:
+        return cgroup_capacity(path)
+    except CgroupError as exc:
+        raise ConfigError(f"setting 'cgroup': {exc}") from None
+
+
 def load_config(
     file_values: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
@@ -229,7 +252,7 @@ def load_config(
     if not raw["state_dir"]:
         raise ConfigError("setting 'state_dir' is required (flag --state-dir, or state_dir in the config file)")
     if raw["capacity_cores"] is None or raw["capacity_memory_mb"] is None:
-        node_cores, node_memory_mb = _node_capacity()
+        node_cores, node_memory_mb = _node_capacity() if not raw["cgroup"] else _cgroup_capacity(raw["cgroup"])
         raw["capacity_cores"] = node_cores if raw["capacity_cores"] is None else raw["capacity_cores"]
         if raw["capacity_memory_mb"] is None:
             raw["capacity_memory_mb"] = node_memory_mb
@@ -264,6 +287,11 @@ def load_config(
                           f"capacity_memory_mb ({raw['capacity_memory_mb']})")
     if raw["service"] and not raw["tenant"]:
         raise ConfigError("setting 'tenant' is required when 'service' is set (the service keys history by tenant)")
+    if raw["reclaim"] not in ("auto", "rm", "local"):
+        raise ConfigError(f"setting 'reclaim' must be auto, rm or local, got {raw['reclaim']!r}")
+    for key in ("rm_reclaim_wait_s", "scheduler_check_grace_s"):
+        if raw[key] < 0:
+            raise ConfigError(f"setting {key!r} must be >= 0, got {raw[key]!r}")
     if raw["metrics_port"] is not None and not 0 <= raw["metrics_port"] <= 65535:
         raise ConfigError(f"setting 'metrics_port' must be 0..65535, got {raw['metrics_port']}")
     return AgentConfig(**raw)

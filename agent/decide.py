@@ -6,7 +6,8 @@ Per resource r in {cores, MB}:
     deficit_r     = primary_r + secondary_footprint_r - budget_r (> 0: the reserve is eaten into)
     harvestable_r = max(0, capacity_r - primary_r - reserve_r)   (what YARN may hand out in total)
 
-When a deficit is positive, containers are killed youngest first, skipping any that would not
+When a deficit is positive, containers are killed youngest first (ApplicationMasters, container 1 of
+an attempt, only after every other container), skipping any that would not
 shrink a resource in deficit, until every deficit is <= 0 (never more) or ``max_kills_per_round``
 is reached. Containers already being killed (``dying``) count as freed, so a slow exit does not
 cause a second, unneeded kill on the next tick.
@@ -29,7 +30,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
-from agent.attribute import ContainerView, NodeView
+from agent.attribute import ContainerView, NodeView, is_application_master
 
 _EPS = 1e-9
 
@@ -95,7 +96,10 @@ class Decision:
 
 
 def _youngest_first(containers: Collection[ContainerView]) -> list[ContainerView]:
-    return sorted(containers, key=lambda c: c.age_key(), reverse=True)
+    """Youngest first, ApplicationMasters last (killing one fails a whole job attempt; the RM's
+    over-commit preemption never picks one either)."""
+    return sorted(containers, key=lambda c: (not is_application_master(c.container_id), c.age_key()),
+                  reverse=True)
 
 
 def _pick_kills(live: list[ContainerView], deficit_cores: float, deficit_mb: float, policy: Policy,
@@ -146,8 +150,14 @@ def _damp(current: int, target: int, threshold: float, now_s: float, state: Deci
 
 
 def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideState,
-           dying: Collection[str] = ()) -> Decision:
-    """One tick of policy. ``dying``: ids of containers already signalled and not yet gone."""
+           dying: Collection[str] = (), ignored: Collection[str] = ()) -> Decision:
+    """One tick of policy. ``dying``: ids of containers already signalled and not yet gone.
+
+    ``ignored``: resources ("cores", "memory") the scheduler is known to over-allocate (see
+    ``agent.reclaim.ignored_resources``). Their allocations are not trusted: the deficit counts
+    measured use only, and only while the primary has load of that resource; without primary load a
+    kill would only make room for the scheduler's next over-allocation (a kill loop).
+    """
     reasons: list[str] = []
     # 1. Stale or missing sample: the safe side is to advertise nothing and to flag the DataNode.
     if view is None or now_s - view.timestamp > policy.stale_after_s:
@@ -166,6 +176,16 @@ def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideSta
     budget_mb = policy.capacity_memory_mb - policy.reserve_memory_mb
     deficit_cores = view.primary_cpu_cores + secondary_cores - budget_cores
     deficit_mb = view.primary_memory_mb + secondary_mb - budget_mb
+    if "cores" in ignored:
+        measured = view.primary_cpu_cores + sum(c.cpu_cores for c in live) - budget_cores
+        deficit_cores = measured if view.primary_cpu_cores > 0 else min(measured, 0.0)
+        reasons.append("the scheduler ignores the advertised vcores (allocations above it): cores counted "
+                       "as measured, and nothing killed for cores without primary CPU load")
+    if "memory" in ignored:
+        measured = view.primary_memory_mb + sum(c.memory_mb for c in live) - budget_mb
+        deficit_mb = measured if view.primary_memory_mb > 0 else min(measured, 0.0)
+        reasons.append("the scheduler ignores the advertised memory (allocations above it): memory counted "
+                       "as measured")
 
     # 3. Kills, youngest first, never more than needed.
     kills: list[Kill] = []

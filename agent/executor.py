@@ -7,9 +7,12 @@ Every write goes through here and is skipped when it would change nothing:
   after ``kill_grace_s``. A pid is signalled only if its start time still matches the sample, so a
   reused pid (a primary process!) is never hit. A container that already exited is not an error.
 - YARN (yarn mode): the node resource (REST, else ``yarn rmadmin``), kept in ``dynamic-resources.xml``
-  too; remote kill for containers with no local process. These run on a worker thread so an
-  unreachable ResourceManager never delays local protection; failures are counted, logged at most
-  once per ``error_log_interval_s``, and retried on the next tick.
+  too; remote kill for containers with no local process. These run on a worker thread
+  (``agent.yarn_sync``) so an unreachable ResourceManager never delays local protection; failures are
+  counted, logged at most once per ``error_log_interval_s``, and retried on the next tick.
+- RM reclaims (yarn mode on Hadoop 3.3+, see ``agent.reclaim``): a kill the plan leaves to the RM is
+  remembered with a deadline; if the container's processes are still alive then (or the RM write
+  failed), it is killed locally after all.
 - state files ``datanode-busy`` and ``node-label`` (atomic, heartbeat).
 """
 
@@ -18,17 +21,17 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import psutil
 
 from agent.decide import Decision, Kill
 from agent.metrics import Metrics
-from agent.statefiles import StateFile, Throttle, atomic_write
-from agent.yarn import YarnClient, YarnError, dynamic_resources_xml, parse_dynamic_resources
+from agent.reclaim import ReclaimPlan
+from agent.statefiles import StateFile
+from agent.yarn_sync import YarnSync
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +49,16 @@ class ActResult:
     already_gone: tuple[str, ...] = ()  # chosen, but every process had exited by itself
     remote: tuple[str, ...] = ()  # no local process: asked YARN to kill them
     escalated: tuple[str, ...] = ()  # SIGKILL after the grace period
+    reclaimed: tuple[str, ...] = ()  # left to the RM's over-commit preemption this tick
+    fallback: tuple[str, ...] = ()  # the RM did not kill in time (or failed): killed locally
+
+
+@dataclass
+class _Reclaim:
+    kill: Kill
+    deadline_s: float
+    failures_at_start: int
+    listed: dict[str, tuple[float, float]]  # the NM's containers (cores, MB) when the RM was asked
 
 
 def _alive_matching(pid: int, create_time: float) -> bool:
@@ -137,107 +150,9 @@ class ProcessKiller:
         return frozenset(self._dying)
 
 
-@dataclass
-class _YarnWork:
-    desired: tuple[int, int] | None = None  # (memory MB, vcores)
-    applied: tuple[int, int] | None = None
-    remote_kills: list[str] = field(default_factory=list)
-
-
-class YarnSync:
-    """Worker thread that keeps the RM's node resource at the desired value (latest wins)."""
-
-    def __init__(self, client: YarnClient, node_id: Callable[[], str], overcommit_timeout_ms: int,
-                 dynamic_xml: str | None, metrics: Metrics, throttle: Throttle) -> None:
-        self.client = client
-        self._node_id = node_id
-        self.overcommit_timeout_ms = overcommit_timeout_ms
-        self.dynamic_xml = dynamic_xml
-        self.metrics = metrics
-        self.throttle = throttle
-        self._work = _YarnWork()
-        self._cond = threading.Condition()
-        self._stop = False
-        self.last_error: str | None = None
-        self._thread = threading.Thread(target=self._run, name="agent-yarn", daemon=True)
-        self._thread.start()
-
-    def want(self, memory_mb: int, vcores: int) -> None:
-        with self._cond:
-            if self._work.applied == (memory_mb, vcores) and self._work.desired is None:
-                self.metrics.inc("yarn_writes_skipped_total")
-                return
-            self._work.desired = (memory_mb, vcores)
-            self._cond.notify()
-
-    def remote_kill(self, container_id: str) -> None:
-        with self._cond:
-            self._work.remote_kills.append(container_id)
-            self._cond.notify()
-
-    def applied(self) -> tuple[int, int] | None:
-        with self._cond:
-            return self._work.applied
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify()
-        self._thread.join(timeout=5)
-
-    def _error(self, kind: str, exc: Exception) -> None:
-        self.metrics.inc("errors_total", kind=kind)
-        self.last_error = str(exc)
-        log_now, suppressed = self.throttle.should_log(kind)
-        if log_now:
-            extra = f" ({suppressed} more since the last report)" if suppressed else ""
-            logger.warning("%s failed: %s%s", kind, exc, extra)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stop and self._work.desired is None and not self._work.remote_kills:
-                    self._cond.wait()
-                if self._stop:
-                    return
-                desired, kills = self._work.desired, self._work.remote_kills
-                self._work.desired, self._work.remote_kills = None, []
-            for cid in kills:
-                try:
-                    self.client.signal_container(cid, "FORCEFUL_SHUTDOWN")
-                except YarnError as exc:
-                    self._error("yarn_signal", exc)
-            if desired is None or desired == self.applied():
-                continue
-            try:
-                node = self._node_id()
-                path = self.client.update_node_resource(node, desired[0], desired[1], self.overcommit_timeout_ms)
-                self.metrics.inc("yarn_writes_total", path=path)
-                if self.dynamic_xml:
-                    self._write_dynamic(node, desired)
-                with self._cond:
-                    self._work.applied = desired
-                self.last_error = None
-            except (YarnError, OSError) as exc:
-                self._error("yarn_node_resource", exc)  # desired is offered again on the next tick
-
-    def _write_dynamic(self, node: str, desired: tuple[int, int]) -> None:
-        assert self.dynamic_xml is not None
-        entries: dict[str, tuple[int, int]] = {}
-        try:
-            with open(self.dynamic_xml, encoding="utf-8") as handle:
-                entries = parse_dynamic_resources(handle.read())
-        except (OSError, ValueError, SyntaxError):
-            entries = {}
-        if entries.get(node) == desired:
-            return
-        entries[node] = desired
-        atomic_write(self.dynamic_xml, dynamic_resources_xml(entries))
-
-
 class Executor:
     def __init__(self, state_dir: str, metrics: Metrics, *, kill_grace_s: float = 2.0, heartbeat_s: float = 30.0,
-                 yarn: YarnSync | None = None, kill_memory_s: float = 30.0,
+                 yarn: YarnSync | None = None, kill_memory_s: float = 30.0, rm_reclaim_wait_s: float = 3.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         os.makedirs(state_dir, exist_ok=True)
         self.metrics = metrics
@@ -254,41 +169,118 @@ class Executor:
         self.label_file = StateFile(os.path.join(state_dir, "node-label"), heartbeat_s)
         self.label: str | None = (self.label_file.content or "").strip() or None
         self.kill_log: list[dict[str, object]] = []  # recent kills with reasons, for /explain
+        self.rm_reclaim_wait_s = rm_reclaim_wait_s
+        self._reclaiming: dict[str, _Reclaim] = {}  # left to the RM: container id -> local-kill deadline
 
     def dying(self) -> frozenset[str]:
         now = self._clock()
         self._killed = {cid: until for cid, until in self._killed.items() if until > now}
-        return self.killer.dying() | frozenset(self._killed)
+        return self.killer.dying() | frozenset(self._killed) | frozenset(self._reclaiming)
+
+    def reclaiming(self) -> dict[str, float]:
+        """Containers left to the RM, with the seconds left before the agent kills them itself."""
+        now = self._clock()
+        return {cid: round(r.deadline_s - now, 3) for cid, r in self._reclaiming.items()}
+
+    def _kill_locally(self, kill: Kill, decision: Decision, signalled: list[str], gone: list[str]) -> None:
+        try:
+            if self.killer.kill(kill):
+                signalled.append(kill.container_id)
+            else:
+                gone.append(kill.container_id)
+        except Exception as exc:  # a kill must never take the loop down
+            self.metrics.inc("errors_total", kind="kill")
+            logger.warning("killing %s failed: %s", kill.container_id, exc)
+            return
+        if kill.container_id in signalled:
+            self._killed[kill.container_id] = self._clock() + self.kill_memory_s
+            self.metrics.inc("kills_total")
+        self.kill_log.append({"container": kill.container_id, "at": decision.timestamp, "reason": kill.reason,
+                              "exited_by_itself": kill.container_id in gone, "path": "local-kill"})
+        del self.kill_log[:-20]
+
+    def _follow_reclaims(self, decision: Decision, signalled: list[str], gone: list[str],
+                         listed: Mapping[str, tuple[float, float]] | None) -> list[str]:
+        """Forget reclaims the RM carried out; kill locally what it did not in time (or could not).
+
+        The RM picks its own victims (newest first); when it took other containers than the agent
+        chose, the allocation they freed counts for the agent's choice (``listed``: the NM's
+        containers now, id -> (cores, MB)), so the agent does not kill a second container for one need.
+        """
+        fallback = []
+        now = self._clock()
+        failures = self.yarn.reclaim_failures if self.yarn is not None else 0
+        credit: dict[int, list[float]] = {}  # per reclaim round: allocation the RM freed elsewhere
+        for cid, entry in list(self._reclaiming.items()):
+            procs = entry.kill.processes
+            took_it = (listed is not None and cid not in listed) or (
+                bool(procs) and not any(_alive_matching(pid, ct) for pid, ct in procs))
+            if not took_it and listed is not None:
+                avail = credit.setdefault(id(entry.listed), [
+                    sum(a[0] for o, a in entry.listed.items() if o not in listed and o not in self._reclaiming),
+                    sum(a[1] for o, a in entry.listed.items() if o not in listed and o not in self._reclaiming)])
+                need = entry.listed.get(cid, (0.0, 0.0))
+                if avail[0] >= need[0] - 1e-9 and avail[1] >= need[1] - 1e-9 and (avail[0] > 0 or avail[1] > 0):
+                    avail[0] -= need[0]
+                    avail[1] -= need[1]
+                    took_it = True  # the RM freed as much by preempting another container
+            if took_it:
+                del self._reclaiming[cid]
+                self._killed[cid] = now + self.kill_memory_s
+                self.metrics.inc("rm_reclaimed_total")
+                continue
+            if now >= entry.deadline_s or failures > entry.failures_at_start:
+                del self._reclaiming[cid]
+                why = "rm_error" if failures > entry.failures_at_start else "rm_slow"
+                self.metrics.inc("reclaim_fallbacks_total", why=why)
+                logger.warning("the RM did not take container %s back (%s): killing it locally", cid, why)
+                if procs:
+                    self._kill_locally(entry.kill, decision, signalled, gone)
+                elif self.yarn is not None:  # no local process to kill: ask the RM for this one
+                    self.yarn.remote_kill(cid)
+                    self._killed[cid] = now + self.kill_memory_s
+                fallback.append(cid)
+        return fallback
 
     def set_label(self, label: str) -> None:
         if label:
             self.label = label
 
-    def apply(self, decision: Decision) -> ActResult:
-        """Step plan: 1. kills; 2. escalate old kills; 3. YARN node resource; 4. state files."""
-        signalled, gone, remote = [], [], []
-        for kill in decision.kills:
+    def apply(self, decision: Decision, plan: ReclaimPlan | None = None,
+              listed: Mapping[str, tuple[float, float]] | None = None) -> ActResult:
+        """Step plan: 1. follow earlier RM reclaims (local fallback); 2. new RM reclaims; 3. local
+        kills; 4. escalate old kills; 5. YARN node resource; 6. state files.
+
+        ``plan`` (yarn mode, RM path) says which kills go to the RM; without one every kill is local.
+        ``listed``: the NodeManager's containers this tick, id -> allocated (cores, MB).
+        """
+        signalled: list[str] = []
+        gone: list[str] = []
+        remote: list[str] = []
+        fallback = self._follow_reclaims(decision, signalled, gone, listed)
+        local = decision.kills if plan is None or self.yarn is None else plan.local
+        reclaimed = []
+        if plan is not None and self.yarn is not None and plan.via_rm:
+            deadline = self._clock() + self.rm_reclaim_wait_s
+            for kill in plan.via_rm:
+                if kill.container_id in self._reclaiming or kill.container_id in self._killed:
+                    continue
+                self._reclaiming[kill.container_id] = _Reclaim(kill, deadline, self.yarn.reclaim_failures,
+                                                               dict(listed or {}))
+                reclaimed.append(kill.container_id)
+                self.kill_log.append({"container": kill.container_id, "at": decision.timestamp,
+                                      "reason": kill.reason, "exited_by_itself": False, "path": "rm-preemption"})
+                del self.kill_log[:-20]
+            if reclaimed:
+                self.yarn.reclaim(plan.node_memory_mb, plan.node_vcores)
+        for kill in local:
             if not kill.processes:
                 if self.yarn is not None and kill.container_id not in self._killed:
                     self.yarn.remote_kill(kill.container_id)
                     self._killed[kill.container_id] = self._clock() + self.kill_memory_s
                     remote.append(kill.container_id)
                 continue
-            try:
-                if self.killer.kill(kill):
-                    signalled.append(kill.container_id)
-                else:
-                    gone.append(kill.container_id)
-            except Exception as exc:  # a kill must never take the loop down
-                self.metrics.inc("errors_total", kind="kill")
-                logger.warning("killing %s failed: %s", kill.container_id, exc)
-                continue
-            if kill.container_id in signalled:
-                self._killed[kill.container_id] = self._clock() + self.kill_memory_s
-                self.metrics.inc("kills_total")
-            self.kill_log.append({"container": kill.container_id, "at": decision.timestamp,
-                                  "reason": kill.reason, "exited_by_itself": kill.container_id in gone})
-            del self.kill_log[:-20]
+            self._kill_locally(kill, decision, signalled, gone)
         escalated = self.killer.poll()
         if self.yarn is not None:
             self.yarn.want(decision.advertise_memory_mb, decision.advertise_cores)
@@ -296,7 +288,8 @@ class Executor:
         self.busy_file.set("busy" if decision.busy else "idle", healthy=healthy)
         if self.label:
             self.label_file.set(self.label, healthy=healthy)
-        return ActResult(tuple(signalled), tuple(gone), tuple(remote), tuple(escalated))
+        return ActResult(tuple(signalled), tuple(gone), tuple(remote), tuple(escalated), tuple(reclaimed),
+                         tuple(fallback))
 
     def stop(self) -> None:
         if self.yarn is not None:

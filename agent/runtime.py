@@ -19,6 +19,7 @@ from agent.config import AgentConfig, Mode, as_dict
 from agent.decide import DecideState, Decision, Policy, decide
 from agent.executor import ActResult, Executor, YarnSync
 from agent.metrics import Metrics, MetricsServer
+from agent.reclaim import ignored_resources, plan_reclaim
 from agent.report import GrpcSender, Report, ReportBuffer, SeqCounter
 from agent.sampler import NodeSample, PsutilSampler
 from agent.statefiles import Throttle
@@ -38,7 +39,8 @@ class Agent:
         self.state = DecideState()
         self.sampler = sampler or PsutilSampler(datanode_pattern=config.datanode_pattern,
                                                 secondary_cgroups=config.secondary_cgroups,
-                                                scope_root_pid=config.scope_root_pid)
+                                                scope_root_pid=config.scope_root_pid,
+                                                cgroup=config.cgroup)
         os.makedirs(config.state_dir, exist_ok=True)
         self.yarn_client: YarnClient | None = None
         yarn_sync = None
@@ -47,9 +49,15 @@ class Agent:
                                                   timeout_s=config.http_timeout_s, retries=config.rm_retries,
                                                   backoff_s=config.rm_backoff_s)
             yarn_sync = YarnSync(self.yarn_client, self._node_id, config.overcommit_timeout_ms,
-                                 config.dynamic_resources_xml, self.metrics, self.throttle)
+                                 config.dynamic_resources_xml, self.metrics, self.throttle,
+                                 reclaim=config.reclaim, rm_reclaim_timeout_ms=config.rm_reclaim_timeout_ms,
+                                 clock=clock)
         self.executor = Executor(config.state_dir, self.metrics, kill_grace_s=config.kill_grace_s,
-                                 heartbeat_s=config.heartbeat_s, yarn=yarn_sync)
+                                 heartbeat_s=config.heartbeat_s, yarn=yarn_sync,
+                                 rm_reclaim_wait_s=config.rm_reclaim_wait_s)
+        self._first_seen_s: dict[str, float] = {}  # container id -> when this agent first saw it
+        self._sizes: list[tuple[float, tuple[int, int]]] = []  # (set at, node size written to the RM)
+        self.ignored: frozenset[str] = frozenset()  # resources the scheduler over-allocates
         self.seq = SeqCounter(os.path.join(config.state_dir, "seq"))
         self.buffer = ReportBuffer(os.path.join(config.state_dir, "report-buffer"), config.report_buffer_max,
                                    self.metrics)
@@ -71,8 +79,11 @@ class Agent:
                             ("reserve_memory_mb", config.reserve_memory_mb)):
             self.metrics.set(name, value)
         for counter in ("samples_total", "stale_samples_total", "kills_total", "reports_total", "reports_acked_total",
-                        "report_buffer_dropped_total", "yarn_writes_skipped_total"):
+                        "report_buffer_dropped_total", "yarn_writes_skipped_total", "rm_reclaims_total",
+                        "rm_reclaimed_total"):
             self.metrics.inc(counter, 0.0)
+        for resource in ("cores", "memory"):
+            self.metrics.set("scheduler_ignores_advertised", 0.0, resource=resource)
 
     # -- adapters ------------------------------------------------------------------------------
     def _node_id(self) -> str:
@@ -120,16 +131,28 @@ class Agent:
         except Exception as exc:  # the loop must survive any sampling failure; harvest nothing
             self._error("sample", exc)
         now = self.clock()
-        decision = decide(view, now, self.policy, self.state, self.executor.dying())
+        if view is not None:
+            self._check_scheduler(view, now)
+        decision = decide(view, now, self.policy, self.state, self.executor.dying(), self.ignored)
         self.state = decision.state
+        plan = None
+        if self.executor.yarn is not None:
+            plan = plan_reclaim(decision, view, self.config.reserve_cores, self.config.reserve_memory_mb,
+                                self.executor.dying(), self.executor.yarn.path()[0])
+        listed = None if view is None or self.executor.yarn is None else {
+            c.container_id: (c.alloc_cores or 0.0, c.alloc_memory_mb or 0.0)
+            for c in view.containers if c.alloc_memory_mb is not None}
         try:
-            act = self.executor.apply(decision)
+            act = self.executor.apply(decision, plan, listed)
         except Exception as exc:
             self._error("act", exc)
             act = ActResult()
+        reasons = {k.container_id: k.reason for k in decision.kills}
         for cid in act.signalled:
-            kill = next(k for k in decision.kills if k.container_id == cid)
-            logger.warning("killed container %s: %s", cid, kill.reason)
+            logger.warning("killed container %s: %s", cid,
+                           reasons.get(cid, "the ResourceManager did not preempt it in time"))
+        for cid in act.reclaimed:
+            logger.warning("asked the ResourceManager to preempt container %s: %s", cid, reasons.get(cid, ""))
         for cid in act.already_gone:
             logger.info("container %s exited by itself before the kill", cid)
         if now - self._last_report_s >= self.config.report_interval_s and view is not None:
@@ -138,6 +161,33 @@ class Agent:
             self._last_view, self._last_decision, self._last_act = view, decision, act
         self._update_metrics(view, decision, sample, time.monotonic() - started)
         return decision
+
+    def _check_scheduler(self, view: NodeView, now: float) -> None:
+        """Does the scheduler keep to the advertised size? Alarm (metric, log, /explain) when not."""
+        listed = {c.container_id for c in view.containers}
+        self._first_seen_s = {cid: self._first_seen_s.get(cid, now) for cid in listed}
+        yarn = self.executor.yarn
+        if yarn is None:
+            return
+        applied, applied_at = yarn.applied(), yarn.applied_at_s()
+        if applied is not None and applied_at is not None and (not self._sizes or self._sizes[-1][0] != applied_at):
+            self._sizes.append((applied_at, applied))
+            horizon = now - self.config.scheduler_check_grace_s - 3600.0
+            while len(self._sizes) > 2 and self._sizes[1][0] < horizon:
+                self._sizes.pop(0)
+            del self._sizes[:-1000]
+        ignored = ignored_resources(view, self._sizes, self._first_seen_s, self.config.scheduler_check_grace_s,
+                                    self.ignored)
+        for resource in ("cores", "memory"):
+            if resource in ignored and resource not in self.ignored:
+                logger.error("the scheduler ignores the advertised %s: containers hold more than the node size "
+                             "%s set in the RM; not killing for %s without primary load (set "
+                             "yarn.scheduler.capacity.resource-calculator to DominantResourceCalculator)",
+                             resource, yarn.applied(), resource)
+            elif resource in self.ignored and resource not in ignored:
+                logger.warning("the scheduler keeps to the advertised %s again", resource)
+            self.metrics.set("scheduler_ignores_advertised", 1.0 if resource in ignored else 0.0, resource=resource)
+        self.ignored = ignored
 
     def _report(self, view: NodeView, decision: Decision, now: float) -> None:
         self._last_report_s = now
@@ -198,10 +248,29 @@ class Agent:
             "dying": sorted(self.executor.dying()),
         }
         if self.executor.yarn is not None:
-            applied = self.executor.yarn.applied()
+            yarn = self.executor.yarn
+            applied = yarn.applied()
+            path, why = yarn.path()
             out["yarn"] = {"applied": None if applied is None else {"memory_mb": applied[0], "vcores": applied[1]},
-                           "last_error": self.executor.yarn.last_error,
-                           "resource_rest": self.yarn_client.resource_rest if self.yarn_client else None}
+                           "last_error": yarn.last_error,
+                           "resource_rest": self.yarn_client.resource_rest if self.yarn_client else None,
+                           "hadoop_version": yarn.hadoop_version}
+            out["reclaim"] = {"path": path.value, "why": why, "setting": cfg.reclaim,
+                              "overcommit_timeout_ms": yarn.timeout_ms(),
+                              "rm_reclaim_wait_s": cfg.rm_reclaim_wait_s,
+                              "pending_rm": self.executor.reclaiming(),
+                              "fallbacks": self.metrics.get("reclaim_fallbacks_total", why="rm_slow")
+                              + self.metrics.get("reclaim_fallbacks_total", why="rm_error")}
+            out["scheduler"] = {
+                "ignores_advertised": sorted(self.ignored),
+                "explanation": ("containers were granted beyond the node size the agent set in the RM, with "
+                                "no primary load: the scheduler does not count "
+                                + " and ".join(sorted(self.ignored))
+                                + "; the agent does not kill for it without primary load (a kill would only "
+                                  "make room for the next over-allocation). Fix: "
+                                  "yarn.scheduler.capacity.resource-calculator = "
+                                  "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator")
+                if self.ignored else "allocations keep within the advertised size"}
         if view is not None:
             out["sample"] = {"timestamp": view.timestamp, "window_s": round(view.window_s, 3),
                              "node_cpu_cores": round(view.node_cpu_cores, 3),

@@ -6,6 +6,10 @@ is the expensive part, so it is read once per process: the cache is keyed by pid
 against the process's start time, and only secondary, DataNode and (in scope mode) in-scope
 processes are read again on later ticks (one ``/proc/<pid>/stat`` + ``statm`` each).
 
+The node is the whole host, a process tree (``scope_root_pid``), or a cgroup v2 directory
+(``cgroup``: totals from its interface files, processes from its ``cgroup.procs``; see
+``agent.cgroup``), so that an agent in a container or a systemd slice measures only that.
+
 CPU figures are averages over the time since the previous sample:
 ``cpu_cores = delta(user + system CPU seconds) / delta(wall seconds)``.
 """
@@ -19,6 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import psutil
+
+from agent.cgroup import cgroup_cpu_s, cgroup_memory_mb, cgroup_pids
 
 logger = logging.getLogger(__name__)
 
@@ -87,17 +93,21 @@ class PsutilSampler:
         datanode_pattern: str = "",
         secondary_cgroups: Iterable[str] = (),
         scope_root_pid: int | None = None,
+        cgroup: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.datanode_pattern = datanode_pattern
         self.secondary_cgroups = tuple(secondary_cgroups)
         self.scope_root_pid = scope_root_pid
+        self.cgroup = cgroup  # a cgroup v2 directory that is the node (see agent.cgroup)
         self._clock = clock
         self._cache: dict[int, _Entry] = {}
         self._self_pid = os.getpid()
         self._self = psutil.Process(self._self_pid)
         self.environ_reads = 0  # how many environments were read (the cache keeps this near 0/tick)
         self._last_node_busy_s, self._last_t = self._node_busy_s(), time.monotonic()
+        if cgroup is not None:
+            self._last_node_busy_s = cgroup_cpu_s(cgroup)
         self._last_self_cpu_s = self._cpu_s(self._self)
         if scope_root_pid is not None and not psutil.pid_exists(scope_root_pid):
             logger.warning("scope root pid %s does not exist", scope_root_pid)
@@ -188,6 +198,9 @@ class PsutilSampler:
         scope = self._in_scope(set(self._cache)) if self.scope_root_pid is not None else None
         if scope is not None and self.scope_root_pid is not None:
             scope.add(self.scope_root_pid)
+        if self.cgroup is not None:  # the cgroup's processes are the node's
+            members = cgroup_pids(self.cgroup)
+            scope = members if scope is None else scope & members
         for pid in new:  # the environment only of new processes that belong to the node
             if scope is None or pid in scope:
                 self._classify(pid, self._cache[pid])
@@ -227,16 +240,24 @@ class PsutilSampler:
                 processes.append(ProcessUsage(pid, entry.pgid, entry.create_time, cpu_cores, rss_mb,
                                               entry.container_id, entry.datanode))
 
-        busy_s = self._node_busy_s()
-        # /proc/stat counts in clock ticks and the window in wall time: over a short window the
-        # quotient can exceed the cores by a tick or two; the node cannot, so clip to its cores.
-        node_cpu = min(max(busy_s - self._last_node_busy_s, 0.0) / window_s, float(psutil.cpu_count() or 1))
+        if self.cgroup is None:
+            busy_s = self._node_busy_s()
+            # /proc/stat counts in clock ticks and the window in wall time: over a short window the
+            # quotient can exceed the cores by a tick or two; the node cannot, so clip to its cores.
+            node_cpu = min(max(busy_s - self._last_node_busy_s, 0.0) / window_s, float(psutil.cpu_count() or 1))
+        else:  # cgroup usage is in microseconds: exact, nothing to clip
+            busy_s = cgroup_cpu_s(self.cgroup)
+            node_cpu = max(busy_s - self._last_node_busy_s, 0.0) / window_s
         self._last_node_busy_s, self._last_t = busy_s, now_mono
         self_cpu_s = self._cpu_s(self._self)
         agent_cpu = max(self_cpu_s - self._last_self_cpu_s, 0.0) / window_s
         self._last_self_cpu_s = self_cpu_s
         agent_mem = self._self.memory_info().rss / _MB
-        if scope is not None:
+        if self.cgroup is not None:
+            inside = self._self_pid in (scope or set())
+            node_cpu_cores = max(node_cpu - (agent_cpu if inside else 0.0), 0.0)
+            node_memory_mb = max(cgroup_memory_mb(self.cgroup) - (agent_mem if inside else 0.0), 0.0)
+        elif scope is not None:
             node_cpu_cores, node_memory_mb = scope_cpu, scope_mem
         else:
             vm = psutil.virtual_memory()

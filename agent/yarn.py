@@ -6,9 +6,16 @@ REST shapes (Hadoop's ResourceManagerRest / NodeManagerRest documents):
   ``{"resource": {"memory": MB, "vCores": N}, "overCommitTimeout": ms}``;
 - ``POST {rm}/ws/v1/cluster/containers/{id}/signal/{GRACEFUL_SHUTDOWN|FORCEFUL_SHUTDOWN}``;
 - ``GET {nm}/ws/v1/node/containers`` -> ``{"containers": {"container": [{"id", "state", ...}]}}``;
-- ``GET {nm}/ws/v1/node/info`` -> ``{"nodeInfo": {"id": "host:port", ...}}``.
+- ``GET {nm}/ws/v1/node/info`` -> ``{"nodeInfo": {"id": "host:port", ...}}``;
+- ``GET {rm}/ws/v1/cluster/info`` -> ``{"clusterInfo": {"hadoopVersion": "3.3.6", ...}}``.
 
-Hadoop 3.2 answers 404 to both POSTs; the client then falls back, for the rest of its life, to
+The node-resource body is sent **unwrapped**: on a real 3.3.6 the same fields wrapped in
+``{"resourceOption": {...}}`` answer 200 and set the node to 0 MB / 0 vcores. The RM applies this
+call for any ``user.name`` (or none): it enforces no admin check, so operators must firewall the RM
+web port or run Kerberos + SPNEGO.
+
+Hadoop 3.2 answers 404 to both POSTs; only then (never on other errors) the client falls back, for
+the rest of its life, to the ``yarn`` command, a ~2 s JVM start per call:
 ``yarn rmadmin -updateNodeResource <node> <memMB> <vcores> <timeout>`` and
 ``yarn container -signal <id> FORCEFUL_SHUTDOWN``. Writes are retried with exponential backoff on
 connection errors and 5xx answers.
@@ -133,6 +140,15 @@ class YarnClient:
             self.signal_rest = False
         self._run([self.yarn_bin, "container", "-signal", container_id, command])
         return "cli"
+
+    def hadoop_version(self, timeout_s: float | None = None) -> str:
+        """``GET {rm}/ws/v1/cluster/info`` -> ``clusterInfo.hadoopVersion`` (else ``resourceManagerVersion``)."""
+        data = self._get_json(f"{self.rm_url}/ws/v1/cluster/info", timeout_s)
+        info = data.get("clusterInfo") if isinstance(data, dict) else None
+        version = (info or {}).get("hadoopVersion") or (info or {}).get("resourceManagerVersion")
+        if not isinstance(version, str) or not version:
+            raise YarnError("ResourceManager /ws/v1/cluster/info has no clusterInfo.hadoopVersion")
+        return version
 
     # -- NodeManager ---------------------------------------------------------------------------
     def _get_json(self, url: str, timeout_s: float | None) -> Any:

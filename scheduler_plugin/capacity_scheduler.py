@@ -30,6 +30,10 @@ from placement_service import HarvestError
 
 PREFIX = "yarn.scheduler.capacity"
 DEFAULT_QUEUE = "default"
+# The Capacity Scheduler's default calculator counts memory only: it places containers beyond the
+# vcores the agent advertises (checked on a real 3.2.1: five 1-vcore containers on a 3-vcore node,
+# each killed by the agent in turn). Harvesting needs both dimensions counted.
+DOMINANT_RESOURCE_CALCULATOR = "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator"
 _QUEUE_RE = re.compile(r"^[0-9a-z][0-9a-z-]*$")
 
 
@@ -114,6 +118,9 @@ def queue_properties(
     labels = ",".join(ids) if ids else " "
 
     props: list[tuple[str, str, str]] = [
+        (f"{PREFIX}.resource-calculator", DOMINANT_RESOURCE_CALCULATOR,
+         "Count vcores as well as memory, so the scheduler keeps to the vcores the harvest agent "
+         "advertises (the default calculator counts memory only)."),
         (f"{PREFIX}.maximum-am-resource-percent", f"{settings.maximum_am_resource_pct / 100:.2f}",
          "Share of a queue's resources that ApplicationMasters may hold."),
         (f"{PREFIX}.root.queues", ",".join([DEFAULT_QUEUE, *ids]),

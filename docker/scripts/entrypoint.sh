@@ -47,9 +47,13 @@ case "$role" in
     exec hiveserver2 --hiveconf hive.root.logger=INFO,console
     ;;
   placement)
+    # Re-clustering rewrites the queues in the shared conf dir; the RM loads them on -refreshQueues.
     exec harvest -v serve --host 0.0.0.0 --http-port 8470 --grpc-port 8471 --data-dir /var/lib/harvest \
       --token-file "$SHARED/token" --classes-file "$SHARED/classes.json" \
-      --rm-url http://resourcemanager:8088 --capacity-scheduler-file "$CONF/capacity-scheduler.xml"
+      --inventory-file "$SHARED/service-inventory.csv" --reimages-file "$SHARED/traces/reimages.parquet" \
+      --rm-url http://resourcemanager:8088 --rm-admin-user yarn \
+      --capacity-scheduler-file "$CONF/capacity-scheduler.xml" \
+      --refresh-queues-command "yarn rmadmin -refreshQueues"
     ;;
   tpcds)
     export HADOOP_CLASSPATH="$TEZ_CONF_DIR:$TEZ_HOME/*:$TEZ_HOME/lib/*"

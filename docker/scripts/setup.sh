@@ -46,7 +46,25 @@ PY
 } > "$SHARED/testbed-inventory.csv"
 harvest topology-map --inventory "$SHARED/testbed-inventory.csv" --out "$SHARED/topology.map"
 
-# 4. One queue and one node label per class.
+# 4. The placement service's inventory: the synthetic history's servers (their reimage events give
+#    the reimage rates) plus the testbed's workers, each in its tenant's environment, on its rack.
+python3 - "$SHARED/traces/inventory.parquet" "$SHARED/workers.env" "$WORKERS" "${WORKER_CORES:-4}" \
+  "${WORKER_MEMORY_MB:-6144}" > "$SHARED/service-inventory.csv" <<'PY'
+import csv, sys
+import pyarrow.parquet as pq
+rows = pq.read_table(sys.argv[1]).to_pylist()
+tenants = dict(line.strip().split("=", 1) for line in open(sys.argv[2]) if "=" in line)
+env_of = {r["tenant"]: r["environment"] for r in rows}
+out = csv.writer(sys.stdout)
+out.writerow(["server", "tenant", "environment", "rack", "cores", "memory_mb", "storage_gb"])
+for r in rows:
+    out.writerow([r["server"], r["tenant"], r["environment"], r["rack"], r["cores"], r["memory_mb"], r["storage_gb"]])
+for i in range(1, int(sys.argv[3]) + 1):
+    tenant = tenants[f"WORKER{i}_TENANT"]
+    out.writerow([f"worker{i}", tenant, env_of.get(tenant, tenant), f"rack{(i - 1) % 2 + 1}", sys.argv[4], sys.argv[5], 100])
+PY
+
+# 5. One queue and one node label per class.
 harvest capacity-scheduler --classes "$SHARED/classes.json" --out "$CONF/capacity-scheduler.xml" 2> "$SHARED/labels.cmd"
 python3 -c 'import json,sys; print(",".join(c["id"] + "(exclusive=false)" for c in json.load(open(sys.argv[1]))["classes"]))' \
   "$SHARED/classes.json" > "$SHARED/labels.arg"

@@ -14,7 +14,10 @@ mkdir -p /var/lib/harvest-agent /results
 
 hdfs datanode &
 yarn nodemanager &
-harvest -v agent --mode yarn --interval-s 1 --state-dir /var/lib/harvest-agent \
+# The agent measures this container only (its cgroup, mounted at /sys/fs/cgroup with a private
+# cgroup namespace): psutil's /proc/stat and /proc/meminfo would be the host's, and every other
+# container's load would count as this worker's primary tenant.
+harvest -v agent --mode yarn --interval-s 1 --state-dir /var/lib/harvest-agent --cgroup /sys/fs/cgroup \
   --service placement:8471 --token-file "$SHARED/token" --tenant "$tenant" --node "$host" \
   --capacity-cores "${WORKER_CORES:-4}" --capacity-memory-mb "${WORKER_MEMORY_MB:-6144}" \
   --reserve-cores 1 --reserve-memory-mb 1024 \

@@ -28,6 +28,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tls-cert-file", help="PEM certificate: serve HTTPS and gRPC over TLS")
     p.add_argument("--tls-key-file", help="PEM private key for --tls-cert-file")
     p.add_argument("--rm-url", help="YARN ResourceManager web address, e.g. http://rm:8088 (push labels)")
+    p.add_argument("--rm-admin-user",
+                   help="user.name sent on ResourceManager label calls; must be in yarn.admin.acl, else the "
+                        "RM answers 401 (default: yarn)")
     p.add_argument("--classes-file", help="classes.json to serve until the first re-clustering")
     p.add_argument("--inventory-file", help="inventory (CSV/Parquet): environment and rack of each node")
     p.add_argument("--reimages-file", help="reimage events (CSV/Parquet): reimage rates for the 3x3 grid rows")
@@ -108,7 +111,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     flags = {k: getattr(args, k, None) for k in (
         "data_dir", "http_port", "grpc_port", "token_file", "host", "tls_cert_file", "tls_key_file", "rm_url",
-        "classes_file", "inventory_file", "reimages_file", "capacity_scheduler_file", "refresh_queues_command",
+        "rm_admin_user", "classes_file", "inventory_file", "reimages_file", "capacity_scheduler_file",
+        "refresh_queues_command",
         "recluster_interval_s", "recluster_priority", "compact_interval_s", "slot_s",
         "dfs_hosts_file", "dfs_hosts_base_file", "refresh_nodes_command", "maintenance_enter_after_s",
         "maintenance_leave_after_s", "maintenance_max_enter_per_min", "maintenance_max_fraction",

@@ -58,6 +58,7 @@ class ServiceConfig:
     rm_timeout_s: float = 5.0
     rm_exclusive: bool = False  # exclusivity of the labels the service creates
     rm_centralized: bool = False  # also map nodes to labels centrally (off: NM label script does it)
+    rm_admin_user: str = "yarn"  # user.name on RM label calls (must be in yarn.admin.acl; else 401)
     multi_class_queue: str = "default"  # queue for a job spread over several classes (no label OR)
     # gRPC
     grpc_max_workers: int = 16

@@ -188,7 +188,8 @@ class PlacementService:
         self._policy_stale = False
         self._refresh_lock = threading.Lock()
         self._rm = (
-            ResourceManagerClient(cfg.rm_url, cfg.rm_timeout_s, cfg.rm_exclusive, cfg.rm_centralized)
+            ResourceManagerClient(cfg.rm_url, cfg.rm_timeout_s, cfg.rm_exclusive, cfg.rm_centralized,
+                                  cfg.rm_admin_user)
             if cfg.rm_url else None
         )
         self.rm_status: dict[str, Any] = {

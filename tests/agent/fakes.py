@@ -1,10 +1,9 @@
-"""Fake YARN daemons on 127.0.0.1 that follow Hadoop's documented REST shapes, and a fake ``yarn`` CLI.
+"""Fake YARN daemons on 127.0.0.1 that answer as the real ones do, and a fake ``yarn`` CLI.
 
-- ResourceManager: ``POST /ws/v1/cluster/nodes/{nodeId}/resource`` with exactly
-  ``{"resource": {"memory": int, "vCores": int}, "overCommitTimeout": int}`` (answers
-  ``{"resourceInfo": {...}}``), ``POST /ws/v1/cluster/containers/{id}/signal/{command}``. In
-  ``mode="404"`` both answer 404 as Hadoop 3.2.1 does; ``fail_next`` makes the next N answers 503.
-- NodeManager: ``GET /ws/v1/node/info`` and ``GET /ws/v1/node/containers`` (NodeManagerRest shapes).
+- ``FakeResourceManager``: cluster info, node resource, container signal and node-label calls (see
+  its docstring); its scheduler is ``tests.agent.fake_scheduler.FakeScheduler``.
+- ``FakeNodeManager``: ``GET /ws/v1/node/info`` and ``GET /ws/v1/node/containers`` (NodeManagerRest
+  shapes); linked to a fake RM it runs that RM's containers for its node as real processes.
 - ``fake_yarn_cli`` writes an executable that records its argv, one JSON line per call.
 """
 
@@ -13,17 +12,29 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import stat
 import sys
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.agent.fake_scheduler import (
+    DEFAULT_CALCULATOR,
+    DOMINANT_CALCULATOR,
+    EXIT_SIGKILL,
+    EXIT_SIGTERM,
+    SUCCESS,
+    FakeMapReduceJob,
+    FakeScheduler,
+)
 
 SIGNALS = ("OUTPUT_THREAD_DUMP", "GRACEFUL_SHUTDOWN", "FORCEFUL_SHUTDOWN")
-
-
-
 YARN_NODE_ID = "worker-1.example:8041"  # the NodeManager's node id in the YARN-mode tests
+
 
 class _Server:
     def __init__(self) -> None:
@@ -84,66 +95,257 @@ class _Server:
 
 
 class FakeResourceManager(_Server):
-    def __init__(self, mode: str = "rest") -> None:
+    """The RM's REST calls the agent and the service make, answering as a real 3.3.6 (or 3.2.1) does.
+
+    - ``GET /ws/v1/cluster/info``: ``clusterInfo.hadoopVersion`` / ``resourceManagerVersion``;
+    - ``POST .../nodes/{id}/resource``: the unwrapped ``{"resource": {...}, "overCommitTimeout": ms}``
+      applies; a body wrapped in ``{"resourceOption": {...}}`` answers 200 and sets the node to 0 MB /
+      0 vcores; no admin check (any ``user.name`` or none). A registered node (``scheduler``) then
+      follows ``FakeScheduler``: sticky timeout, no-op on an equal size, newest-first PREEMPTED kills;
+    - ``POST .../containers/{id}/signal/{command}``: the container ends with 143 / 137 (a *failed*
+      attempt for MapReduce);
+    - labels: ``add-node-labels`` / ``replace-node-to-labels`` need ``?user.name=`` of an admin (401
+      "dr.who" otherwise); the unwrapped ``{"nodeLabelInfo": [...]}`` (or one object) adds, the
+      wrapped ``{"nodeLabelsInfo": {...}}`` answers 200 and adds nothing;
+    - ``mode="404"`` (Hadoop 3.2.1): the node-resource and signal calls answer 404 and
+      ``clusterInfo`` says 3.2.1; ``fail_next`` makes the next N POSTs answer 503.
+    """
+
+    def __init__(self, mode: str = "rest", *, version: str | None = None,
+                 calculator: str = DEFAULT_CALCULATOR, labels: dict[str, bool] | None = None,
+                 admin_users: frozenset[str] | None = None, labels_wrapped_get: bool = True) -> None:
         self.mode = mode
         self.fail_next = 0
         self.node_resources: dict[str, dict[str, int]] = {}
         self.signals: list[tuple[str, str]] = []
+        self.scheduler = FakeScheduler(version or ("3.2.1" if mode == "404" else "3.3.6"), calculator)
+        self.labels: dict[str, bool] = dict(labels or {})  # name -> exclusivity
+        self.node_labels: dict[str, list[str]] = {}
+        self.admin_users = admin_users  # None: any named user is an admin (yarn.admin.acl = *)
+        self.labels_wrapped_get = labels_wrapped_get
         super().__init__()
+
+    def get(self, path: str) -> tuple[int, Any]:
+        route = urlsplit(path).path
+        if route == "/ws/v1/cluster/info":
+            version = self.scheduler.version
+            return 200, {"clusterInfo": {
+                "id": self.scheduler.cluster_ts, "startedOn": self.scheduler.cluster_ts, "state": "STARTED",
+                "haState": "ACTIVE", "resourceManagerVersion": version,
+                "resourceManagerBuildVersion": f"{version} from fake by harvest",
+                "hadoopVersion": version, "hadoopBuildVersion": f"{version} from fake by harvest"}}
+        if route == "/ws/v1/cluster/get-node-labels":
+            # real 3.2.1: {"nodeLabelInfo":[{"name":"x","exclusivity":"false"}]}, {} when empty
+            items = [{"name": n, "exclusivity": str(e).lower()} for n, e in sorted(self.labels.items())]
+            if not items:
+                return 200, {}
+            inner = {"nodeLabelInfo": items[0] if len(items) == 1 else items}
+            return 200, ({"nodeLabelsInfo": inner} if self.labels_wrapped_get else inner)
+        return 404, {"RemoteException": {"message": f"no {path}"}}
+
+    def _admin(self, path: str) -> tuple[int, Any] | None:
+        """The real RM's answer without an admin (3.2.1, ``yarn.admin.acl`` = yarn)."""
+        split = urlsplit(path)
+        users = parse_qs(split.query).get("user.name", [])
+        user = users[0] if users else "dr.who"
+        if not users or (self.admin_users is not None and user not in self.admin_users):
+            return 401, {"RemoteException": {
+                "exception": "AuthorizationException",
+                "message": f"User {user} not authorized for post to .../{split.path.rsplit('/', 1)[-1]} ",
+                "javaClassName": "org.apache.hadoop.security.authorize.AuthorizationException"}}
+        return None
+
+    def _labels_post(self, route: str, path: str, body: Any) -> tuple[int, Any]:
+        refused = self._admin(path)
+        if refused:
+            return refused
+        if route.endswith("add-node-labels"):
+            items = body.get("nodeLabelInfo") if isinstance(body, dict) else None
+            if isinstance(items, dict):
+                items = [items]
+            try:
+                new = {str(i["name"]): bool(i.get("exclusivity", True)) for i in items or []}
+            except (KeyError, TypeError):
+                return 400, {"RemoteException": {"message": f"bad body {body!r}"}}
+            dup = sorted(set(new) & set(self.labels))
+            if dup:
+                return 400, {"RemoteException": {"message": f"Node label={dup[0]} already exists"}}
+            self.labels.update(new)  # a wrapped body has no top-level nodeLabelInfo: adds nothing
+            return 200, None
+        entries = body.get("nodeToLabels") if isinstance(body, dict) else None
+        if isinstance(entries, dict):
+            entries = [entries]
+        try:
+            mapping = {str(e["nodeId"]): [str(x) for x in e["nodeLabels"]] for e in entries or []}
+        except (KeyError, TypeError):
+            return 400, {"RemoteException": {"message": f"bad body {body!r}"}}
+        unknown = sorted({x for v in mapping.values() for x in v} - set(self.labels))
+        if unknown:
+            return 400, {"RemoteException": {"message": f"Label {unknown[0]} does not exist"}}
+        self.node_labels.update(mapping)
+        return 200, None
 
     def post(self, path: str, body: Any) -> tuple[int, Any]:
         if self.fail_next > 0:
             self.fail_next -= 1
             return 503, {"RemoteException": {"message": "service unavailable"}}
-        node = re.fullmatch(r"/ws/v1/cluster/nodes/([^/]+)/resource", path)
-        sig = re.fullmatch(r"/ws/v1/cluster/containers/([^/]+)/signal/([A-Z_]+)", path)
+        route = urlsplit(path).path
+        if route in ("/ws/v1/cluster/add-node-labels", "/ws/v1/cluster/replace-node-to-labels"):
+            return self._labels_post(route, path, body)
+        node = re.fullmatch(r"/ws/v1/cluster/nodes/([^/]+)/resource", route)
+        sig = re.fullmatch(r"/ws/v1/cluster/containers/([^/]+)/signal/([A-Z_]+)", route)
         if self.mode == "404" and (node or sig):
             return 404, {"RemoteException": {"exception": "NotFoundException", "message": "not found"}}
         if node:
-            ok = (isinstance(body, dict) and set(body) == {"resource", "overCommitTimeout"}
-                  and isinstance(body["resource"], dict) and set(body["resource"]) == {"memory", "vCores"}
-                  and all(isinstance(v, int) for v in body["resource"].values())
-                  and isinstance(body["overCommitTimeout"], int))
-            if not ok:
-                return 400, {"RemoteException": {"message": f"bad body {body!r}"}}
-            from urllib.parse import unquote
-
-            self.node_resources[unquote(node.group(1))] = dict(body["resource"])
-            return 200, {"resourceInfo": {"memory": body["resource"]["memory"],
-                                          "vCores": body["resource"]["vCores"]}}
+            node_id = unquote(node.group(1))
+            if isinstance(body, dict) and set(body) == {"resourceOption"}:
+                resource, timeout = {"memory": 0, "vCores": 0}, -1  # what the real RM does with it
+            else:
+                ok = (isinstance(body, dict) and set(body) == {"resource", "overCommitTimeout"}
+                      and isinstance(body["resource"], dict) and set(body["resource"]) == {"memory", "vCores"}
+                      and all(isinstance(v, int) for v in body["resource"].values())
+                      and isinstance(body["overCommitTimeout"], int))
+                if not ok:
+                    return 400, {"RemoteException": {"message": f"bad body {body!r}"}}
+                resource, timeout = dict(body["resource"]), body["overCommitTimeout"]
+            self.node_resources[node_id] = resource
+            if node_id in self.scheduler.nodes:
+                self.scheduler.update_node_resource(node_id, resource["memory"], resource["vCores"], timeout)
+            return 200, {"resourceInfo": {"memory": resource["memory"], "vCores": resource["vCores"]}}
         if sig:
             if sig.group(2) not in SIGNALS:
                 return 400, {"RemoteException": {"message": "bad command"}}
             self.signals.append((sig.group(1), sig.group(2)))
+            exit_status = {"GRACEFUL_SHUTDOWN": EXIT_SIGTERM, "FORCEFUL_SHUTDOWN": EXIT_SIGKILL}.get(sig.group(2))
+            if exit_status is not None:
+                self.scheduler.complete(sig.group(1), exit_status)
             return 200, None
         return 404, None
 
 
 class FakeNodeManager(_Server):
-    def __init__(self, node_id: str = "worker-1.example:8041") -> None:
+    """The NM's REST view; with ``rm`` it runs the RM's containers for its node (see ``heartbeat``)."""
+
+    def __init__(self, node_id: str = "worker-1.example:8041", *, rm: FakeResourceManager | None = None,
+                 launcher: Callable[[str], Any] | None = None, task_s: float = 3600.0) -> None:
         self.node_id = node_id
         self.containers: list[dict[str, Any]] = []
         self.empty_style = "null"  # how an empty node answers: {"containers": null} or {}
+        self.rm = rm
+        self.launcher = launcher  # container id -> a procs.Child (a real process), or None
+        self.task_s = task_s
+        self.processes: dict[str, Any] = {}
+        self.heartbeats = 0
         super().__init__()
 
     def add(self, container_id: str, vcores: int, memory_mb: int, state: str = "RUNNING") -> None:
-        self.containers.append({
+        self.containers.append(self._entry(container_id, vcores, memory_mb, state))
+
+    def _entry(self, container_id: str, vcores: int, memory_mb: int, state: str) -> dict[str, Any]:
+        return {
             "nodeId": self.node_id, "totalMemoryNeededMB": memory_mb, "totalVCoresNeeded": vcores,
             "state": state, "diagnostics": "",
             "containerLogsLink": f"http://{self.node_id.split(':')[0]}:8042/node/containerlogs/{container_id}/u1",
             "user": "u1", "id": container_id, "exitCode": -1000, "executionType": "GUARANTEED",
             "containerLogFiles": ["stdout", "stderr", "syslog"],
-        })
+        }
+
+    def _listed(self) -> list[dict[str, Any]]:
+        listed = list(self.containers)
+        if self.rm is not None:
+            listed += [self._entry(c.container_id, c.vcores, c.memory_mb, "RUNNING")
+                       for c in self.rm.scheduler.running(self.node_id)]
+        return listed
+
+    def heartbeat(self) -> None:
+        """One NM heartbeat: report exits, stop what the RM took back, launch what it granted.
+
+        1. a launched container whose process is gone ended on the node (a local kill): exit 143;
+        2. a container past ``task_s`` finished its task: its process is stopped, exit 0;
+        3. a container the RM completed (preempted, signalled) has its process group killed;
+        4. the RM preempts what is due and hands out new containers, which are launched.
+        """
+        assert self.rm is not None
+        sched = self.rm.scheduler
+        self.heartbeats += 1
+        for cid, child in list(self.processes.items()):
+            c = sched.container(cid)
+            if c is None:
+                continue
+            if c.state == "RUNNING" and child is not None and not child.alive():
+                sched.complete(cid, EXIT_SIGTERM)
+            elif c.state == "RUNNING" and time.monotonic() - c.allocated_s >= self.task_s:
+                _stop(child)
+                sched.complete(cid, SUCCESS)
+            if c.state != "RUNNING":
+                _stop(child)
+                del self.processes[cid]
+        for c in sched.node_heartbeat(self.node_id):
+            self.processes[c.container_id] = self.launcher(c.container_id) if self.launcher else None
 
     def get(self, path: str) -> tuple[int, Any]:
         if path == "/ws/v1/node/info":
             return 200, {"nodeInfo": {"id": self.node_id, "nodeHostName": self.node_id.split(":")[0],
                                       "nodeHealthy": True}}
         if path == "/ws/v1/node/containers":
-            if not self.containers:
+            listed = self._listed()
+            if not listed:
                 return 200, ({"containers": None} if self.empty_style == "null" else {"containers": {}})
-            return 200, {"containers": {"container": list(self.containers)}}
+            return 200, {"containers": {"container": listed}}
         return 404, None
+
+
+def _stop(child: Any) -> None:
+    if child is None:
+        return
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class HeartbeatLoop:
+    """Calls ``FakeNodeManager.heartbeat`` every ``interval_s`` on a thread (YARN's NM heartbeat)."""
+
+    def __init__(self, nm: FakeNodeManager, interval_s: float) -> None:
+        self.nm, self.interval_s = nm, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> HeartbeatLoop:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.nm.heartbeat()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+class FakeYarnCluster:
+    """RM + one NM running real container processes under ``node`` + the NM heartbeat, for one test."""
+
+    def __init__(self, node: Any, *, memory_mb: int, vcores: int, version: str = "3.3.6",
+                 calculator: str = DOMINANT_CALCULATOR, heartbeat_s: float = 0.1, task_s: float = 3600.0,
+                 node_id: str = YARN_NODE_ID) -> None:
+        self.rm = FakeResourceManager(version=version, calculator=calculator)
+        self.rm.scheduler.add_node(node_id, memory_mb, vcores)
+        self.nm = FakeNodeManager(node_id, rm=self.rm, launcher=lambda cid: node.container(cid, wait=False),
+                                  task_s=task_s)
+        self.loop = HeartbeatLoop(self.nm, heartbeat_s).start()
+        self._apps = 0
+
+    def submit(self, maps: int, **job: Any) -> FakeMapReduceJob:
+        self._apps += 1
+        return FakeMapReduceJob(self.rm.scheduler, self._apps, maps, **job)
+
+    def close(self) -> None:
+        self.loop.stop()
+        self.nm.close()
+        self.rm.close()
 
 
 def fake_yarn_cli(directory: str, exit_code: int = 0) -> tuple[str, str]:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 
@@ -120,22 +121,27 @@ class Node:
                                            stdout=subprocess.PIPE, text=True, start_new_session=True)
         self.pid = self.supervisor.pid
         self.children: list[Child] = []
+        self._lock = threading.Lock()  # a fake NodeManager's thread launches containers too
 
-    def _spawn(self, code: str, args: list[str], env: dict[str, str], timeout_s: float = 30.0) -> Child:
-        out = os.path.join(self.tmp, f"child-{len(self.children)}.out")
+    def _spawn(self, code: str, args: list[str], env: dict[str, str], timeout_s: float = 30.0,
+               wait: bool = True) -> Child:
         assert self.supervisor.stdin is not None and self.supervisor.stdout is not None
-        self.supervisor.stdin.write(json.dumps({"argv": [sys.executable, "-c", code, *args], "env": env,
-                                                "out": out}) + "\n")
-        self.supervisor.stdin.flush()
-        child = Child(int(self.supervisor.stdout.readline()), out)
-        self.children.append(child)
-        assert wait_until(lambda: "ready" in child.output(), timeout_s), "child did not start"
+        with self._lock:
+            out = os.path.join(self.tmp, f"child-{len(self.children)}.out")
+            self.supervisor.stdin.write(json.dumps({"argv": [sys.executable, "-c", code, *args], "env": env,
+                                                    "out": out}) + "\n")
+            self.supervisor.stdin.flush()
+            child = Child(int(self.supervisor.stdout.readline()), out)
+            self.children.append(child)
+        assert not wait or wait_until(lambda: "ready" in child.output(), timeout_s), "child did not start"
         return child
 
-    def container(self, container_id: str, memory_mb: int = 0, burn: bool = False) -> Child:
+    def container(self, container_id: str, memory_mb: int = 0, burn: bool = False, wait: bool = True) -> Child:
+        """``wait=False``: return once the process exists (a fake NM launching it; it may be killed
+        before it is ready)."""
         env = {k: v for k, v in os.environ.items() if k != "CONTAINER_ID"}
         env["CONTAINER_ID"] = container_id
-        return self._spawn(CONTAINER_CODE, [str(memory_mb), "1" if burn else "0"], env)
+        return self._spawn(CONTAINER_CODE, [str(memory_mb), "1" if burn else "0"], env, wait=wait)
 
     def primary(self, spike_mb: int = 0, spike_threads: int = 0) -> Child:
         env = {k: v for k, v in os.environ.items() if k != "CONTAINER_ID"}

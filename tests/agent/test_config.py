@@ -54,6 +54,8 @@ def _sample_text(setting) -> str:
         return "10"
     if setting.key == "state_dir":
         return "/tmp"
+    if setting.key == "reclaim":
+        return "rm"
     if setting.kind in (int, float):
         return "1"
     return "x"
@@ -123,11 +125,17 @@ def test_running_agent_resolves_file_then_environment_then_flags(tmp_path):
     cfg.write_text(f'state_dir = "{tmp_path / "state"}"\ninterval_s = 0.5\ntenant = "from-file"\n'
                    'capacity_cores = 6\ncapacity_memory_mb = 6000\nreserve_cores = 1\nkill_grace_s = 7\n')
     env = dict(os.environ, HARVEST_AGENT_RESERVE_CORES="2", HARVEST_AGENT_KILL_GRACE_S="5")
-    agent = AgentProcess(["--config", str(cfg), "--reserve-cores", "3"], str(tmp_path / "agent.log"), env=env)
+    # Scoped to an idle process of its own: an agent measuring the whole (shared, busy) machine would
+    # kill every CONTAINER_ID process on it, other tests' and other users' fake containers included.
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    agent = AgentProcess(["--config", str(cfg), "--reserve-cores", "3", "--scope-root-pid", str(idle.pid)],
+                         str(tmp_path / "agent.log"), env=env)
     try:
         settings = agent.explain()["settings"]
     finally:
         agent.stop()
+        idle.kill()
+        idle.wait(timeout=10)
     assert settings["tenant"] == "from-file" and settings["interval_s"] == 0.5  # file
     assert settings["kill_grace_s"] == 5.0  # environment over file
     assert settings["reserve_cores"] == 3.0  # flag over environment

@@ -44,6 +44,9 @@ KILL_CASES = [
      [("a", 1, 1, 600), ("b", 3, 1, 0), ("c", 2, 1, 500)], ["c"]),
     ("big young container is enough alone", 5, 1000, [("a", 1, 1, 0), ("b", 3, 2, 0)], ["b"]),
     ("primary alone over budget: every container", 7, 1000, [("a", 1, 1, 0), ("b", 2, 1, 0)], ["b", "a"]),
+    ("the ApplicationMaster (container 1) goes last, however young", 5, 1000,
+     [("container_1_0001_01_000002", 1, 1, 500), ("container_1_0001_01_000001", 3, 1, 500)],
+     ["container_1_0001_01_000002"]),
 ]
 
 

@@ -14,6 +14,7 @@ from agent.attribute import attribute
 from agent.decide import DecideState, Decision, Kill, Policy, decide
 from agent.executor import Executor
 from agent.metrics import Metrics
+from agent.reclaim import ReclaimPlan
 from agent.sampler import PsutilSampler
 from tests.agent.procs import wait_until
 
@@ -149,6 +150,11 @@ class _RecordingYarn:
 
     def __init__(self) -> None:
         self.remote_kills: list[str] = []
+        self.reclaims: list[tuple[int, int]] = []
+        self.reclaim_failures = 0
+
+    def reclaim(self, memory_mb: int, vcores: int) -> None:
+        self.reclaims.append((memory_mb, vcores))
 
     def remote_kill(self, container_id: str) -> None:
         self.remote_kills.append(container_id)
@@ -193,3 +199,43 @@ def test_locally_killed_container_stays_dying_after_its_processes_are_gone(node,
     assert cid in executor.dying()
     now[0] += 31.0
     assert cid not in executor.dying()
+
+
+CHOSEN = "container_1_0001_01_000003"
+
+
+def _reclaim_left_to_the_rm(node, tmp_path, now: list[float], listed: dict[str, tuple[float, float]]):
+    """An executor on the RM path that has just asked the RM to take ``CHOSEN`` back (wait 1 s)."""
+    yarn = _RecordingYarn()
+    executor = Executor(str(tmp_path), Metrics(), yarn=yarn, rm_reclaim_wait_s=1.0,  # type: ignore[arg-type]
+                        clock=lambda: now[0])
+    chosen = node.container(CHOSEN, memory_mb=5)
+    plan = ReclaimPlan((kill_for(chosen.pid, CHOSEN),), (), 512, 1, False)
+    assert executor.apply(decision_with(plan.via_rm), plan, listed).reclaimed == (CHOSEN,)
+    assert yarn.reclaims == [(512, 1)]
+    return executor, chosen
+
+
+def test_rm_preempting_another_container_than_chosen_counts_and_nothing_more_is_killed(node, tmp_path):
+    # The agent chose c3 (youngest process); the RM preempted c4 (newest allocation) instead, freeing
+    # as much. Past the wait the agent must not kill c3 as well: one need, one kill.
+    now = [0.0]
+    listed = {CHOSEN: (1.0, 512.0), "container_1_0001_01_000004": (1.0, 512.0),
+              "container_1_0001_01_000002": (1.0, 512.0)}
+    executor, chosen = _reclaim_left_to_the_rm(node, tmp_path, now, listed)
+    now[0] += 2.0
+    del listed["container_1_0001_01_000004"]  # the RM's pick
+    result = executor.apply(decision_with(()), None, listed)
+    assert result.fallback == () and result.signalled == ()
+    assert executor.metrics.get("rm_reclaimed_total") == 1 and alive(chosen.pid)
+
+
+def test_rm_that_does_not_act_in_time_is_overtaken_by_a_local_kill(node, tmp_path):
+    now = [0.0]
+    listed = {CHOSEN: (1.0, 512.0)}
+    executor, chosen = _reclaim_left_to_the_rm(node, tmp_path, now, listed)
+    assert executor.apply(decision_with(()), None, listed).fallback == ()  # still within the wait
+    now[0] += 1.5
+    assert executor.apply(decision_with(()), None, listed).fallback == (CHOSEN,)
+    assert wait_until(lambda: not alive(chosen.pid), 10)
+    assert executor.metrics.get("reclaim_fallbacks_total", why="rm_slow") == 1

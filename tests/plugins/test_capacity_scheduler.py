@@ -102,3 +102,10 @@ def test_bad_percentages_rejected() -> None:
 def test_add_labels_command_lists_every_class_non_exclusive() -> None:
     cmd = add_labels_command(["b-1", "a-2"])
     assert cmd == 'yarn rmadmin -addToClusterNodeLabels "a-2(exclusive=false),b-1(exclusive=false)"'
+
+
+def test_dominant_resource_calculator_is_set_contract() -> None:
+    # Contract (issue 12): the memory-only default calculator lets the scheduler place containers
+    # beyond the vcores the agent advertises, and the agent then kills them in a loop.
+    props = parse(render_capacity_scheduler(["constant-0"]))
+    assert props[P + "resource-calculator"] == "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator"

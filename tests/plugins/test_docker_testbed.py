@@ -162,3 +162,17 @@ def test_every_harvest_command_in_the_testbed_parses() -> None:
                 pytest.fail(f"{path.name}: 'harvest {cmd}' does not parse")
             seen += 1
     assert seen >= 8
+
+
+def test_workers_measure_their_own_cgroup_and_the_service_gets_its_inputs() -> None:
+    """Issue 12 item 8: inside a container psutil reads the host's totals, so each worker's agent is
+    scoped to its container's cgroup; the service runs with the queue refresh, inventory and reimages."""
+    doc = compose()
+    workers = [svc for svc in doc["services"].values() if svc["command"][0] == "worker"]
+    assert all(svc.get("cgroup") == "private" for svc in workers)
+    worker = (DOCKER / "scripts" / "worker.sh").read_text()
+    assert "--cgroup /sys/fs/cgroup" in worker
+    serve = (DOCKER / "scripts" / "entrypoint.sh").read_text().split("  placement)")[1].split(";;")[0]
+    for flag in ("--refresh-queues-command", "--inventory-file", "--reimages-file", "--rm-admin-user"):
+        assert flag in serve, flag
+    assert "service-inventory.csv" in (DOCKER / "scripts" / "setup.sh").read_text()

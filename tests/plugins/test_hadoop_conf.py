@@ -13,7 +13,7 @@ from tests.plugins.conftest import REPO
 CONF = REPO / "hadoop-conf"
 
 
-@pytest.mark.parametrize("name", ["yarn-site.xml", "core-site.xml", "hdfs-site.xml", "hive-site.xml",
+@pytest.mark.parametrize("name", ["yarn-site.xml", "core-site.xml", "hdfs-site.xml", "hive-site.xml", "mapred-site.xml",
                                   "capacity-scheduler.xml"])
 def test_fragment_parses_and_documents_every_key(name: str) -> None:
     root = ET.parse(CONF / name).getroot()
@@ -45,3 +45,17 @@ def test_committed_capacity_scheduler_sums_up() -> None:
 
     props = parse((CONF / "capacity-scheduler.xml").read_text())
     check_tree(props, ["constant-0", "periodic-0", "unpredictable-0"])
+
+
+@pytest.mark.parametrize("path", ["hadoop-conf/capacity-scheduler.xml", "docker/conf/capacity-scheduler.xml"])
+def test_shipped_capacity_scheduler_uses_the_dominant_calculator(path: str) -> None:
+    props = {p.findtext("name"): p.findtext("value") for p in ET.parse(REPO / path).getroot().findall("property")}
+    assert props["yarn.scheduler.capacity.resource-calculator"] == \
+        "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator"
+
+
+def test_mapred_site_raises_the_attempt_limits_that_local_kills_burn() -> None:
+    props = {p.findtext("name"): p.findtext("value")
+             for p in ET.parse(CONF / "mapred-site.xml").getroot().findall("property")}
+    for key in ("mapreduce.map.maxattempts", "mapreduce.reduce.maxattempts"):
+        assert int(props[key] or 0) > 4, key  # the default 4 fails a job after four harvesting kills of a task

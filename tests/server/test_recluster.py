@@ -63,8 +63,8 @@ def test_recluster_round_trip_with_resource_manager_and_restart(tmp_path: Path) 
             assert set(table["grid"]) == set(node_tenant.values())
             # Labels: every class exists in the RM, the pre-existing one was not added twice.
             assert ids <= set(rm.labels)
-            added = [b for m, p, b in rm.requests if p.endswith("add-node-labels")]
-            assert all(i["name"] != "periodic-0" for b in added for i in b["nodeLabelsInfo"]["nodeLabelInfo"])
+            added = [b for m, p, b in rm.calls if p.endswith("add-node-labels")]
+            assert all(i["name"] != "periodic-0" for b in added for i in b["nodeLabelInfo"])
             text = cs_file.read_text()
             for cid in ids:
                 assert f"root.{cid}.default-node-label-expression" in text
