@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement_service.capacity.ras.domain import (
+    CAPACITY_TOLERANCE_RRU,
     ELASTIC_TENANT_PREFIX,
     SHARED_BUFFER_PREFIX,
     UNASSIGNED,
@@ -100,7 +101,7 @@ def online_move(
             members = [int(i) for i in np.flatnonzero(entity == e)]
             per = np.bincount(region.msb[members], weights=value[region.hardware[members]],
                               minlength=len(region.msb_names))  # fmt: skip
-            if step > 0 and per.sum() - per.max() >= req.capacity_rru - 1e-9:
+            if step > 0 and per.sum() - per.max() >= req.capacity_rru - CAPACITY_TOLERANCE_RRU:
                 break
             in_buffer = np.array([str(x).startswith(SHARED_BUFFER_PREFIX) for x in entity])
             choice = _pick(region, req, members, np.flatnonzero(ok & in_buffer))
@@ -139,7 +140,7 @@ def emergency_grant(
         while True:
             per_msb = np.bincount(region.msb[members], weights=value[region.hardware[members]],
                                   minlength=len(region.msb_names))  # fmt: skip
-            if per_msb.sum() - per_msb.max() >= request.capacity_rru - 1e-9:
+            if per_msb.sum() - per_msb.max() >= request.capacity_rru - CAPACITY_TOLERANCE_RRU:
                 return OnlineResult(out, (), tuple(revoked), ())
             choice = _pick(region, request, members, np.flatnonzero(pool & ~taken))
             if choice is None:
