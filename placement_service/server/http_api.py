@@ -7,40 +7,25 @@ harvestable set, flush) need ``Authorization: Bearer <token>`` when the service 
 
 from __future__ import annotations
 
-import hmac
-import json
 import logging
 import math
 import time
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, g, request
-from werkzeug.exceptions import HTTPException
+from flask import Flask, Response, request
 
 from placement_service.core.types import PlacementError, PolicyError
+from placement_service.server.http_common import check_bearer, install_common
+from placement_service.server.http_common import error_response as _error
+from placement_service.server.http_common import json_body as _body
+from placement_service.server.http_common import json_response as _json
 from placement_service.server.reports import RequestError, check_name, parse_report_batch
 from placement_service.server.service import PlacementService
 
 logger = logging.getLogger(__name__)
 
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi.json"
-
-
-def _json(doc: Any, status: int = 200) -> Response:
-    return Response(json.dumps(doc, allow_nan=False), status=status, mimetype="application/json")
-
-
-def _error(message: str, field: str | None, status: int) -> Response:
-    return _json({"error": {"message": message, "field": field}}, status)
-
-
-def _body() -> Any:
-    raw = request.get_data(cache=False)
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(f"body: malformed JSON: {exc}", "body") from None
 
 
 def _flag(name: str) -> bool:
@@ -73,32 +58,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     metrics = service.metrics
 
     def require_token() -> None:
-        if token is None:
-            return
-        header = request.headers.get("Authorization", "")
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-            raise RequestError("Authorization: a valid 'Bearer <token>' header is required", "Authorization", 401)
+        check_bearer(token)
 
-    @app.before_request
-    def _start() -> None:
-        g.start = time.perf_counter()
-
-    @app.after_request
-    def _done(resp: Response) -> Response:
-        rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        metrics.observe("harvest_http_request_seconds", time.perf_counter() - g.get("start", time.perf_counter()),
-                        route=rule)
-        metrics.inc("harvest_http_requests_total", route=rule, status=str(resp.status_code))
-        if resp.status_code == 401:
-            resp.headers["WWW-Authenticate"] = 'Bearer realm="harvest"'
-        elif resp.status_code == 503:
-            resp.headers["Retry-After"] = "5"
-        return resp
-
-    @app.errorhandler(RequestError)
-    def _request_error(exc: RequestError) -> Response:
-        return _error(str(exc), exc.field, exc.status)
+    install_common(app, metrics)
 
     @app.errorhandler(PlacementError)
     def _placement_error(exc: PlacementError) -> Response:
@@ -107,16 +69,6 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     @app.errorhandler(PolicyError)
     def _policy_error(exc: PolicyError) -> Response:
         return _error(str(exc), None, 400)
-
-    @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException) -> Response:
-        field = "body" if exc.code == 413 else None
-        return _error(exc.description or exc.name, field, exc.code or 500)
-
-    @app.errorhandler(Exception)
-    def _internal(exc: Exception) -> Response:
-        logger.exception("internal error on %s %s", request.method, request.path)
-        return _error(f"internal error: {type(exc).__name__}", None, 500)
 
     # -- agents ----------------------------------------------------------------------------------
     @app.post("/v1/reports")

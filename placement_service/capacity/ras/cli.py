@@ -86,6 +86,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timestamp", type=float)
     p.set_defaults(func=_grant)
 
+    from placement_service.capacity.ras import serve
+
+    serve.add_parser(sub)
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inventory", required=True, help="inventory .csv/.parquet: server, hardware, datacenter, "

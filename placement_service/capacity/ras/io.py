@@ -23,7 +23,7 @@ from placement_service.capacity import CapacityError
 from placement_service.capacity.ras.domain import Method, Region, Request, Settings
 
 REQUIRED_COLUMNS = ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
-OPTIONAL_COLUMNS = ("tenant", "environment", "cores", "memory_mb", "storage_gb")
+OPTIONAL_COLUMNS = ("tenant", "environment", "cores", "memory_mb", "storage_gb", "cluster")
 _TRUE = {"true", "1", "yes", "t", "y"}
 _FALSE = {"false", "0", "no", "f", "n", ""}
 

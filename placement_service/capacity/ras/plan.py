@@ -118,13 +118,15 @@ def build_plan(
             mine = np.array(members.get(req.id, []), dtype=np.int64)
             per_msb = np.bincount(region.msb[mine], weights=value[region.hardware[mine]], minlength=len(region.msb_names))
             top = float(per_msb.max()) if len(per_msb) else 0.0
-            helpful = [i for i in free if len(mine) == 0 or per_msb[region.msb[i]] < top - CAPACITY_TOLERANCE_RRU]
+            aff = req.datacenter_affinity
+            helpful = [i for i in free if (len(mine) == 0 or per_msb[region.msb[i]] < top - CAPACITY_TOLERANCE_RRU)
+                       and (not aff or aff.get(region.datacenter_names[region.datacenter[i]], 0.0) > 0)]
             unmet.append(Unmet(req.id, (
                 f"capacity: {after:g} RRU left after losing its worst MSB ({fig['worst_msb'] or 'none held'}), "
                 f"{req.capacity_rru:g} requested; short by {req.capacity_rru - after:g} RRU. Eligible hardware "
                 f"{sorted(h for h, v in req.rru.items() if v > 0)}: {len(free)} unassigned server(s) left, in "
                 f"{len({int(region.msb[i]) for i in free})} MSB(s), {len(helpful)} of them outside its largest "
-                f"MSB; the rest is held by other reservations and the shared buffer"
+                f"MSB (and in an allowed datacenter); the rest is held by other reservations and the shared buffer"
             ), "capacity", req.capacity_rru - after))  # fmt: skip
         if req.datacenter_affinity is not None and float(fig["capacity_rru"]) > 0:  # type: ignore[arg-type]
             total = float(fig["capacity_rru"])  # type: ignore[arg-type]
