@@ -132,7 +132,7 @@ class CapacityLoop:
                 return {"published": False, "reason": f"checker: {problems[0]}", "violations": problems[:20]}
             revoked = [(s, self.cluster_of[s], f"re-solve: assigned to {e}")
                        for s, e in new_assignment.items()
-                       if not elastic(e) and elastic(previous.get(s)) and s in self.cluster_of
+                       if not elastic(e) and s in previous and elastic(previous[s]) and s in self.cluster_of
                        and region.available[self._index[s]]]  # fmt: skip
             summary = doc["summary"]
             version = self._publish("solve", doc, revoked, {
