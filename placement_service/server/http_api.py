@@ -16,6 +16,7 @@ from typing import Any
 from flask import Flask, Response, request
 
 from placement_service.core.types import PlacementError, PolicyError
+from placement_service.server.elastic import parse_elastic_set
 from placement_service.server.http_common import check_bearer, install_common
 from placement_service.server.http_common import error_response as _error
 from placement_service.server.http_common import json_body as _body
@@ -77,8 +78,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         reports = parse_report_batch(_body(), time.time(), cfg.max_future_s, cfg.max_reports_per_request)
         result = service.ingest_and_wait(reports)
         metrics.inc("harvest_reports_accepted_total", len(reports), api="http")
-        return _json({"accepted": len(reports), "stored": len(result.stored), "duplicates": result.duplicates},
-                     202)
+        revocations = {n: list(ids) for n in {r.node for r in reports} if (ids := service.revocations_for(n))}
+        return _json({"accepted": len(reports), "stored": len(result.stored), "duplicates": result.duplicates,
+                      **({"revocations": revocations} if revocations else {})}, 202)
 
     # -- decisions -------------------------------------------------------------------------------
     @app.post("/v1/jobs/select")
@@ -205,6 +207,10 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     def put_harvestable() -> Response:
         require_token()
         doc = _body()
+        if isinstance(doc, dict) and "version" in doc:  # the capacity service's elastic set (elastic.py)
+            version, elastic_nodes, revocations = parse_elastic_set(doc)
+            applied = service.apply_elastic_set(version, elastic_nodes, revocations)
+            return _json({"version": service.elastic.version, "applied": applied})
         if not isinstance(doc, dict) or "nodes" not in doc:
             raise RequestError("nodes: required (a list of node names, or null for every node)", "nodes")
         nodes = doc["nodes"]
@@ -214,6 +220,20 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
             nodes = [check_name(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
         service.set_harvestable(nodes)
         return _json({"harvestable": None if nodes is None else sorted(nodes)})
+
+    @app.get("/v1/elastic")
+    def get_elastic() -> Response:
+        return _json(service.elastic.to_json())
+
+    @app.post("/v1/nodes/<node>/drained")
+    def post_drained(node: str) -> Response:
+        require_token()
+        check_name(node, "node")
+        doc = _body()
+        ids = doc.get("revocations") if isinstance(doc, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise RequestError("revocations: must be a list of revocation ids", "revocations")
+        return _json({"drained": service.revocations_drained(node, ids)})
 
     @app.get("/v1/harvestable")
     def get_harvestable() -> Response:
