@@ -139,10 +139,11 @@ class ElasticState:
                              (time.time(), rid))
 
     def revoked(self) -> frozenset[str]:
-        """Nodes with a revocation not yet handed back (pending or drained, not forwarded)."""
+        """Nodes taken back: a revocation in progress, or handed over and not lent again since."""
         with self._lock:
-            rows = self._db.execute("SELECT node FROM revocations WHERE state IN ('pending', 'drained')").fetchall()
-        return frozenset(r[0] for r in rows)
+            rows = self._db.execute("SELECT node, state FROM revocations").fetchall()
+            nodes = self.nodes
+        return frozenset(n for n, st in rows if st != "forwarded" or n not in nodes)
 
     def to_json(self) -> dict[str, Any]:
         with self._lock:

@@ -146,8 +146,8 @@ class CapacityLoop:
 
     def _publish(self, source: str, doc: dict[str, Any], revoked: list[tuple[str, str, str]],
                  event: dict[str, Any]) -> int:  # fmt: skip
-        version, _ = self.store.publish(source, doc, revoked, event)
-        self.version, self.plan = version, {**doc, "version": version}
+        version, _, stored = self.store.publish(source, doc, revoked, event)
+        self.version, self.plan = version, stored
         self.changed.set()
         logger.info("plan version %d published (%s), %d revocation(s)", version, source, len(revoked))
         return version

@@ -15,6 +15,7 @@ Tables:
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 import time
@@ -37,6 +38,17 @@ CREATE TABLE IF NOT EXISTS pushes (cluster TEXT PRIMARY KEY, accepted_version IN
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, kind TEXT NOT NULL,
                                    doc TEXT NOT NULL);
 """
+
+
+def json_safe(doc: Any) -> Any:
+    """``doc`` with NaN / infinite floats as ``null`` (online plans have no objective or bound)."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: json_safe(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [json_safe(v) for v in doc]
+    return doc
 
 
 class CapacityStore:
@@ -71,7 +83,7 @@ class CapacityStore:
 
     # -- plans -----------------------------------------------------------------------------------
     def publish(self, source: str, doc: dict[str, Any], revocations: list[tuple[str, str, str]],
-                event: dict[str, Any]) -> tuple[int, list[int]]:  # fmt: skip
+                event: dict[str, Any]) -> tuple[int, list[int], dict[str, Any]]:  # fmt: skip
         """Store a plan, its revocations ``(server, cluster, reason)`` and the event, atomically."""
         now = time.time()
         with self._lock:
@@ -79,7 +91,7 @@ class CapacityStore:
             try:
                 row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM plans").fetchone()
                 version = int(row[0]) + 1
-                doc = {**doc, "version": version}
+                doc = json_safe({**doc, "version": version})
                 self._db.execute("INSERT INTO plans(version, created_s, source, doc) VALUES (?, ?, ?, ?)",
                                  (version, now, source, json.dumps(doc)))  # fmt: skip
                 ids = []
@@ -89,12 +101,12 @@ class CapacityStore:
                         "VALUES (?, ?, ?, ?, ?, 'pending')", (server, cluster, reason, version, now))
                     ids.append(int(cur.lastrowid or 0))
                 self._db.execute("INSERT INTO events(t, kind, doc) VALUES (?, ?, ?)",
-                                 (now, source, json.dumps({**event, "version": version, "revocations": ids})))
+                                 (now, source, json.dumps(json_safe({**event, "version": version, "revocations": ids}))))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-        return version, ids
+        return version, ids, doc
 
     def latest_plan(self) -> tuple[int, dict[str, Any]] | None:
         rows = self._all("SELECT version, doc FROM plans ORDER BY version DESC LIMIT 1")

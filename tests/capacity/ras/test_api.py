@@ -76,6 +76,24 @@ def test_operator_failure_signal_runs_the_mover(base: str) -> None:
     assert events["events"][0]["kind"] == "mover" and events["events"][0]["reason"] == "disk"
     _, status = call(base, "GET", f"/v1/reservations/{rid}")
     assert status["check_ok"]
+    code, moved_plan = call(base, "GET", "/v1/plan")  # an online plan has no objective: null, not NaN
+    assert code == 200 and moved_plan["solver"]["objective"] is None
+
+
+def test_placement_service_signals_silent_nodes_once(base: str, tmp_path: Path) -> None:
+    from placement_service.server.elastic import CapacityLink, ElasticState
+
+    _, plan = call(base, "GET", "/v1/plan")
+    rid = next(iter(plan["reservations"]))
+    quiet = plan["reservations"][rid]["servers"][0]
+    seen = {quiet: 1000.0, "srv-not-silent": 1095.0}
+    link = CapacityLink(ElasticState(tmp_path / "e.sqlite"), base, "c1", TOKEN, lambda: seen, silent_after_s=30)
+    link.once(now=1100.0)
+    _, events = call(base, "GET", "/v1/events")
+    assert events["events"][0]["failed"] == [quiet] and events["events"][0]["source"] == "placement:c1"
+    link.once(now=1200.0)  # still silent, same last report: not signalled again
+    _, events2 = call(base, "GET", "/v1/events")
+    assert len(events2["events"]) == len(events["events"])
 
 
 def test_openapi_lists_every_route_and_metrics_render(base: str) -> None:
