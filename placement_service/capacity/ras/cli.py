@@ -86,9 +86,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timestamp", type=float)
     p.set_defaults(func=_grant)
 
-    from placement_service.capacity.ras import serve
+    from placement_service.capacity.ras import revlog, serve
 
     serve.add_parser(sub)
+    revlog.add_parser(sub)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -154,3 +154,19 @@ def test_pusher_retries_a_cluster_that_is_down_and_never_goes_back(loop: Capacit
     t.join(5)
     assert held == {"c1": 1, "c2": 1} and loop.store.push_state("c2")["attempts"] == 0
     assert np.all(np.diff([v for c, v in calls if c == "c1"]) >= 0)
+
+
+def test_revocation_log_is_read_as_reimage_events(loop: CapacityLoop, tmp_path: Path) -> None:
+    from placement_service.capacity.ras.revlog import revocation_events
+    from placement_service.traces.io import load_reimages
+
+    loop.solve_now()
+    rid = next(iter(loop.plan["reservations"]))
+    before = loop.assignment()
+    result = loop.signal_failure(loop.plan["reservations"][rid]["servers"][:3], "disk", "operator")
+    cols = revocation_events(tmp_path)
+    assert sorted(cols["server"]) == sorted(result["revoked"])
+    assert all(p == f"elastic:{before[s] or 'unassigned'}" for s, p in zip(cols["server"], cols["pool"], strict=True))
+    io.write_table(tmp_path / "revocations.csv", cols)
+    events = load_reimages(tmp_path / "revocations.csv")  # the reimage contract of harvest sim durability
+    assert sorted(events.server) == sorted(result["revoked"])
