@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 import time
 import urllib.error
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service.server.reports import RequestError, check_name
+from placement_service.sqlite_wal import open_db, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +72,8 @@ class ElasticState:
     """The cluster's elastic set and revocations, durable (one SQLite file, WAL)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_db(path, _SCHEMA)
         self._load()
 
     def _load(self) -> None:
@@ -100,19 +96,14 @@ class ElasticState:
         with self._lock:
             if version <= self.version:
                 return False
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("DELETE FROM elastic")
-                self._db.executemany("INSERT INTO elastic(node) VALUES (?)", [(n,) for n in sorted(set(nodes))])
-                self._db.executemany(
+            with transaction(self._db) as db:
+                db.execute("DELETE FROM elastic")
+                db.executemany("INSERT INTO elastic(node) VALUES (?)", [(n,) for n in sorted(set(nodes))])
+                db.executemany(
                     "INSERT INTO revocations(id, node, reason, state, received_s) VALUES (?, ?, ?, 'pending', ?) "
                     "ON CONFLICT(id) DO NOTHING", [(rid, node, reason, now) for rid, node, reason in revocations])
-                self._db.execute("INSERT INTO meta(key, value) VALUES ('version', ?) "
-                                 "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (str(version),))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+                db.execute("INSERT INTO meta(key, value) VALUES ('version', ?) "
+                           "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (str(version),))
         self._load()
         return True
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from placement_service.sqlite_wal import open_db, transaction
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS plans (version INTEGER PRIMARY KEY, created_s REAL NOT NULL, source TEXT NOT NULL,
@@ -55,27 +56,16 @@ class CapacityStore:
     """One SQLite connection guarded by a lock; every method is one transaction."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_db(path, _SCHEMA)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
     def _tx(self, statements: Iterable[tuple[str, tuple[Any, ...]]]) -> list[int | None]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                ids = [self._db.execute(sql, args).lastrowid for sql, args in statements]
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        return ids
+        with self._lock, transaction(self._db) as db:
+            return [db.execute(sql, args).lastrowid for sql, args in statements]
 
     def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -86,26 +76,20 @@ class CapacityStore:
                 event: dict[str, Any]) -> tuple[int, list[int], dict[str, Any]]:  # fmt: skip
         """Store a plan, its revocations ``(server, cluster, reason)`` and the event, atomically."""
         now = time.time()
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM plans").fetchone()
-                version = int(row[0]) + 1
-                doc = json_safe({**doc, "version": version})
-                self._db.execute("INSERT INTO plans(version, created_s, source, doc) VALUES (?, ?, ?, ?)",
-                                 (version, now, source, json.dumps(doc)))  # fmt: skip
-                ids = []
-                for server, cluster, reason in revocations:
-                    cur = self._db.execute(
-                        "INSERT INTO revocations(server, cluster, reason, plan_version, created_s, state) "
-                        "VALUES (?, ?, ?, ?, ?, 'pending')", (server, cluster, reason, version, now))
-                    ids.append(int(cur.lastrowid or 0))
-                self._db.execute("INSERT INTO events(t, kind, doc) VALUES (?, ?, ?)",
-                                 (now, source, json.dumps(json_safe({**event, "version": version, "revocations": ids}))))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, transaction(self._db) as db:
+            row = db.execute("SELECT COALESCE(MAX(version), 0) FROM plans").fetchone()
+            version = int(row[0]) + 1
+            doc = json_safe({**doc, "version": version})
+            db.execute("INSERT INTO plans(version, created_s, source, doc) VALUES (?, ?, ?, ?)",
+                       (version, now, source, json.dumps(doc)))
+            ids = []
+            for server, cluster, reason in revocations:
+                cur = db.execute(
+                    "INSERT INTO revocations(server, cluster, reason, plan_version, created_s, state) "
+                    "VALUES (?, ?, ?, ?, ?, 'pending')", (server, cluster, reason, version, now))
+                ids.append(int(cur.lastrowid or 0))
+            db.execute("INSERT INTO events(t, kind, doc) VALUES (?, ?, ?)",
+                       (now, source, json.dumps(json_safe({**event, "version": version, "revocations": ids}))))
         return version, ids, doc
 
     def latest_plan(self) -> tuple[int, dict[str, Any]] | None:
