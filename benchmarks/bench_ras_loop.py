@@ -74,7 +74,7 @@ def one_trial(with_agents: bool, ack_timeout_s: float) -> dict[str, Any]:
         whole = None
         deadline = time.monotonic() + ack_timeout_s + 60
         while time.monotonic() < deadline and whole is None:
-            for (_, node), s in zip(placed, survivors, strict=True):
+            for (_, node), s in zip(placed, survivors[: len(placed)], strict=True):
                 if s not in gone and not node.children[0].alive():
                     gone[s] = time.time()
             if call(f"{cap}/v1/reservations/web")["whole"]:
@@ -108,7 +108,8 @@ def case_loop(trials: int, baseline_trials: int, ack_timeout_s: float) -> None:
             base.append(r["whole_s"])
     print(json.dumps({
         "figure": "failure signal -> reservation whole again", "trials": len(whole),
-        "p50_s": round(pct(whole, 50), 3), "p99_s": round(pct(whole, 99), 3), "max_s": round(max(whole), 3),
+        "p50_s": round(pct(whole, 50), 3), "p99_s": round(pct(whole, 99), 3),
+        "max_s": round(max(whole), 3) if whole else None,
         "revocation_to_node_free_p50_s": round(pct(free, 50), 3), "revocation_to_node_free_p99_s": round(pct(free, 99), 3),
         "nodes": len(free), "baseline_handover_by_timeout_p50_s": round(pct(base, 50), 3),
         "baseline_trials": len(base), "ack_timeout_s": ack_timeout_s, "load": load(),

@@ -11,7 +11,8 @@
   after the worst MSB most, within the datacenter affinity when there is one. The next solve
   replaces this quick answer with an optimised one.
 - Elastic export: shared-buffer and unassigned available servers, as an inventory whose tenant is
-  ``elastic:<entity>`` (``elastic:shared-buffer:<hw>`` or ``elastic:unassigned``).
+  ``elastic:<entity>`` (``elastic:shared-buffer:<hw>`` or ``elastic:unassigned``) and whose
+  environment is ``elastic:<msb>`` unless the inventory has one.
 """
 
 from __future__ import annotations
@@ -172,7 +173,10 @@ def harvestable_columns(region: Region, assignment: Mapping[str, str | None]) ->
     return {
         "server": [region.server[i] for i in rows],
         "tenant": [f"{ELASTIC_TENANT_PREFIX}{assignment.get(region.server[i]) or UNASSIGNED}" for i in rows],
-        "environment": col("environment", "elastic"),
+        # without an environment column: one per MSB (elastic servers of one MSB fail together), so
+        # HDFS-H can spread a block's replicas over elastic servers of different MSBs
+        "environment": col("environment", None) if "environment" in extra else
+        [f"elastic:{region.msb_names[region.msb[i]]}" for i in rows],
         "rack": [region.rack_names[region.rack[i]] for i in rows],
         "cores": col("cores", 0.0),
         "memory_mb": col("memory_mb", 0.0),
