@@ -85,35 +85,41 @@ def online_move(
     replacements: list[tuple[str, str]] = []
     revoked: list[str] = []
     unmet: list[str] = []
-    entity = np.array([out.get(s) or "" for s in region.server], dtype=object)
+    # entities as integer codes (-1: none), so each step is a vectorised integer comparison
+    names = sorted({e for e in out.values() if e is not None})
+    code_of = {e: k for k, e in enumerate(names)}
+    entity = np.array([code_of.get(out.get(s) or "", -1) for s in region.server], dtype=np.int64)
+    in_buffer = np.isin(entity, [k for k, e in enumerate(names) if e.startswith(SHARED_BUFFER_PREFIX)])
     for s in failed:
         e = out.get(s)
         if s not in idx:
             continue
         out[s] = None
-        entity[idx[s]] = ""
+        entity[idx[s]] = -1
+        in_buffer[idx[s]] = False
         if e is None or e.startswith(SHARED_BUFFER_PREFIX) or e not in by_id:
             continue
         req = by_id[e]
         value = _value_of(region, req)
         ok = avail & (value[region.hardware] > 0)
+        code = code_of[e]
         # one replacement at least, more while the loss of the worst MSB would leave it short
         for step in range(len(region)):
-            members = [int(i) for i in np.flatnonzero(entity == e)]
+            members = np.flatnonzero(entity == code)
             per = np.bincount(region.msb[members], weights=value[region.hardware[members]],
                               minlength=len(region.msb_names))  # fmt: skip
             if step > 0 and per.sum() - per.max() >= req.capacity_rru - CAPACITY_TOLERANCE_RRU:
                 break
-            in_buffer = np.array([str(x).startswith(SHARED_BUFFER_PREFIX) for x in entity])
-            choice = _pick(region, req, members, np.flatnonzero(ok & in_buffer))
+            choice = _pick(region, req, members.tolist(), np.flatnonzero(ok & in_buffer))
             if choice is None:
-                choice = _pick(region, req, members, np.flatnonzero(ok & (entity == "")))
+                choice = _pick(region, req, members.tolist(), np.flatnonzero(ok & (entity == -1)))
             if choice is None:
                 unmet.append(f"{e}: no shared-buffer or unassigned server of {sorted(req.rru)} left to replace {s}")
                 break
             name = region.server[choice]
             out[name] = e
-            entity[choice] = e
+            entity[choice] = code
+            in_buffer[choice] = False
             replacements.append((s, name))
             revoked.append(name)
     return OnlineResult(out, tuple(replacements), tuple(revoked), tuple(unmet))
