@@ -9,6 +9,8 @@ Cases:
            work). Baseline in the same run: the same trials with the agents not running the drain
            acknowledgement path (no agents), so each server is handed over at the acknowledgement
            timeout (the only way without the loop).
+  mover    Online Mover inside the capacity service on a 20,000-server region: 1, 10 and 100 failed
+           servers of one reservation -> new plan checked, stored and published (wall time).
   resolve  100,000 servers / 1,000 reservations / 36 MSBs / 12 hardware types through the capacity
            service's async solver (``CapacityLoop.solve_now``) under its budget: a first plan, 80% of
            the reservation servers in use, 1% of servers failed through the Online Mover, then the
@@ -158,9 +160,32 @@ def case_resolve(budget_s: float, first_s: float) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def case_mover(n: int) -> None:
+    """Online Mover decision time inside the capacity service (plan published, checked, stored)."""
+    print(f"# mover: load at start {load()}", flush=True)
+    region = generate_region(n_servers=n, n_msbs=20, n_hardware=6, seed=1)
+    requests = generate_requests(region, n_reservations=n // 100, fill=0.8, seed=1)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ras-mover-"))
+    try:
+        loop = CapacityLoop(region, io.requests_to_json(requests, {"time_limit_s": 10}),
+                            CapacityStore(tmp / "c.sqlite"), LoopConfig(interval_s=0))  # fmt: skip
+        loop.solve_now(10)
+        rid = max(loop.plan["reservations"], key=lambda r: len(loop.plan["reservations"][r]["servers"]))
+        for k in (1, 10, 100):
+            servers = loop.plan["reservations"][rid]["servers"][:k]
+            t0 = time.monotonic()
+            r = loop.signal_failure(servers, "bench", "bench")
+            print(json.dumps({"case": "mover", "servers": n, "failed": k, "replacements": len(r["replacements"]),
+                              "wall_s": round(time.monotonic() - t0, 3), "check_ok": loop.plan["check"]["ok"],
+                              "load": load()}), flush=True)  # fmt: skip
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--case", nargs="+", default=["loop"], choices=["loop", "resolve"])
+    ap.add_argument("--case", nargs="+", default=["loop"], choices=["loop", "resolve", "mover"])
+    ap.add_argument("--mover-servers", type=int, default=20000)
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--baseline-trials", type=int, default=3)
     ap.add_argument("--ack-timeout-s", type=float, default=30.0)
@@ -170,6 +195,8 @@ def main() -> None:
     for case in args.case:
         if case == "loop":
             case_loop(args.trials, args.baseline_trials, args.ack_timeout_s)
+        elif case == "mover":
+            case_mover(args.mover_servers)
         else:
             case_resolve(args.budget_s, args.first_s)
 
