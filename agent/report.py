@@ -36,6 +36,7 @@ class Report:
     busy: bool
     free_storage_gb: float
     seq: int
+    drained_revocations: tuple[int, ...] = ()  # revocations this node has drained (agent/drain.py)
 
 
 class SeqCounter:
@@ -136,13 +137,15 @@ class GrpcSender:
 
     def __init__(self, address: str, buffer: ReportBuffer, seq: SeqCounter, metrics: Metrics, *,
                  token_file: str | None, on_label: Callable[[str], None], retry_s: float,
-                 throttle: Throttle, timeout_s: float = 10.0) -> None:
+                 throttle: Throttle, timeout_s: float = 10.0,
+                 on_revocations: Callable[[list[int], str], None] | None = None) -> None:
         self.address = address
         self.buffer = buffer
         self.seq = seq
         self.metrics = metrics
         self.token_file = token_file
         self.on_label = on_label
+        self.on_revocations = on_revocations
         self.retry_s = retry_s
         self.throttle = throttle
         self.timeout_s = timeout_s
@@ -203,6 +206,8 @@ class GrpcSender:
                 label = reply.label or reply.class_id
                 if label:
                     self.on_label(label)
+                if self.on_revocations is not None and reply.node == pending[0].node:
+                    self.on_revocations([int(i) for i in reply.revocations], label)
                 if reply.acked_seq >= last_sent:
                     break
         finally:

@@ -17,6 +17,7 @@ from typing import Any
 from agent.attribute import Allocation, NodeView, attribute
 from agent.config import AgentConfig, Mode, as_dict
 from agent.decide import DecideState, Decision, Policy, decide
+from agent.drain import Drainer
 from agent.executor import ActResult, Executor, YarnSync
 from agent.metrics import Metrics, MetricsServer
 from agent.reclaim import ignored_resources, plan_reclaim
@@ -61,11 +62,13 @@ class Agent:
         self.seq = SeqCounter(os.path.join(config.state_dir, "seq"))
         self.buffer = ReportBuffer(os.path.join(config.state_dir, "report-buffer"), config.report_buffer_max,
                                    self.metrics)
+        self.drainer = Drainer(os.path.join(config.state_dir, "revocations.json"))
         self.sender: GrpcSender | None = None
         if config.service:
             self.sender = GrpcSender(config.service, self.buffer, self.seq, self.metrics,
                                      token_file=config.token_file, on_label=self.executor.set_label,
-                                     retry_s=min(config.report_interval_s, 5.0), throttle=self.throttle)
+                                     retry_s=min(config.report_interval_s, 5.0), throttle=self.throttle,
+                                     on_revocations=self.drainer.on_reply)
         self.server: MetricsServer | None = None
         self._node_id_cache: str | None = config.yarn_node_id
         self._last_view: NodeView | None = None
@@ -135,6 +138,7 @@ class Agent:
             self._check_scheduler(view, now)
         decision = decide(view, now, self.policy, self.state, self.executor.dying(), self.ignored)
         self.state = decision.state
+        decision = self.drainer.apply(decision, view, self.executor.dying())  # revoked: drain (drain.py)
         plan = None
         if self.executor.yarn is not None:
             plan = plan_reclaim(decision, view, self.config.reserve_cores, self.config.reserve_memory_mb,
@@ -155,7 +159,9 @@ class Agent:
             logger.warning("asked the ResourceManager to preempt container %s: %s", cid, reasons.get(cid, ""))
         for cid in act.already_gone:
             logger.info("container %s exited by itself before the kill", cid)
-        if now - self._last_report_s >= self.config.report_interval_s and view is not None:
+        if view is not None and (now - self._last_report_s >= self.config.report_interval_s
+                                 or (self.drainer.draining and not self.drainer.acknowledged
+                                     and self.drainer.drained(view))):  # acknowledge a drain at once
             self._report(view, decision, now)
         with self._lock:
             self._last_view, self._last_decision, self._last_act = view, decision, act
@@ -197,7 +203,8 @@ class Agent:
                             primary_memory_mb=float(view.primary_memory_mb),
                             capacity_cores=float(self.config.capacity_cores),
                             capacity_memory_mb=float(self.config.capacity_memory_mb),
-                            busy=decision.busy, free_storage_gb=self._free_storage_gb(), seq=self.seq.next())
+                            busy=decision.busy, free_storage_gb=self._free_storage_gb(), seq=self.seq.next(),
+                            drained_revocations=self.drainer.drained(view))
             self.buffer.append(report)
             self.metrics.inc("reports_total")
         except OSError as exc:
@@ -246,6 +253,7 @@ class Agent:
                 "address": cfg.service, "connected": self.sender.connected, "last_error": self.sender.last_error},
             "recent_kills": list(self.executor.kill_log),
             "dying": sorted(self.executor.dying()),
+            "drain": self.drainer.state(),
         }
         if self.executor.yarn is not None:
             yarn = self.executor.yarn

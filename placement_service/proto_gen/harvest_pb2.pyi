@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class NodeReport(_message.Message):
-    __slots__ = ("node", "tenant", "timestamp", "primary_cpu_cores", "primary_memory_mb", "capacity_cores", "capacity_memory_mb", "busy", "free_storage_gb", "seq")
+    __slots__ = ("node", "tenant", "timestamp", "primary_cpu_cores", "primary_memory_mb", "capacity_cores", "capacity_memory_mb", "busy", "free_storage_gb", "seq", "drained_revocations")
     NODE_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,7 @@ class NodeReport(_message.Message):
     BUSY_FIELD_NUMBER: _ClassVar[int]
     FREE_STORAGE_GB_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_REVOCATIONS_FIELD_NUMBER: _ClassVar[int]
     node: str
     tenant: str
     timestamp: float
@@ -28,19 +29,22 @@ class NodeReport(_message.Message):
     busy: bool
     free_storage_gb: float
     seq: int
-    def __init__(self, node: _Optional[str] = ..., tenant: _Optional[str] = ..., timestamp: _Optional[float] = ..., primary_cpu_cores: _Optional[float] = ..., primary_memory_mb: _Optional[float] = ..., capacity_cores: _Optional[float] = ..., capacity_memory_mb: _Optional[float] = ..., busy: _Optional[bool] = ..., free_storage_gb: _Optional[float] = ..., seq: _Optional[int] = ...) -> None: ...
+    drained_revocations: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, node: _Optional[str] = ..., tenant: _Optional[str] = ..., timestamp: _Optional[float] = ..., primary_cpu_cores: _Optional[float] = ..., primary_memory_mb: _Optional[float] = ..., capacity_cores: _Optional[float] = ..., capacity_memory_mb: _Optional[float] = ..., busy: _Optional[bool] = ..., free_storage_gb: _Optional[float] = ..., seq: _Optional[int] = ..., drained_revocations: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("node", "acked_seq", "class_id", "label")
+    __slots__ = ("node", "acked_seq", "class_id", "label", "revocations")
     NODE_FIELD_NUMBER: _ClassVar[int]
     ACKED_SEQ_FIELD_NUMBER: _ClassVar[int]
     CLASS_ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
+    REVOCATIONS_FIELD_NUMBER: _ClassVar[int]
     node: str
     acked_seq: int
     class_id: str
     label: str
-    def __init__(self, node: _Optional[str] = ..., acked_seq: _Optional[int] = ..., class_id: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+    revocations: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, node: _Optional[str] = ..., acked_seq: _Optional[int] = ..., class_id: _Optional[str] = ..., label: _Optional[str] = ..., revocations: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ChooseTargetsRequest(_message.Message):
     __slots__ = ("writer", "replicas", "excluded", "block_size")

@@ -58,6 +58,11 @@ def register(subparsers: Any) -> None:
                         "never slows requests but waits while the machine is saturated), low (nice 19) or normal")
     p.add_argument("--compact-interval-s", type=float, help="seconds between log compactions")
     p.add_argument("--slot-s", type=int, help="history slot length in seconds (default 300)")
+    p.add_argument("--capacity-url", help="capacity service (harvest ras serve) that lends elastic servers, "
+                                          "e.g. http://127.0.0.1:8480; needs --cluster")
+    p.add_argument("--cluster", help="this cluster's name in the capacity service's inventory")
+    p.add_argument("--capacity-silent-after-s", type=float,
+                   help="signal a node to the capacity service as failed after this long without a report (0: off)")
     p.set_defaults(func=_serve)
 
 
@@ -117,6 +122,7 @@ def _serve(args: argparse.Namespace) -> int:
         "dfs_hosts_file", "dfs_hosts_base_file", "refresh_nodes_command", "maintenance_enter_after_s",
         "maintenance_leave_after_s", "maintenance_max_enter_per_min", "maintenance_max_fraction",
         "maintenance_expiry_s",
+        "capacity_url", "cluster", "capacity_silent_after_s",
     )}
     cfg = build_config(Path(args.config) if args.config else None, os.environ, flags)
     package_logger = logging.getLogger("placement_service")

@@ -102,6 +102,11 @@ class ServiceConfig:
     maintenance_expiry_s: float = 3600.0
     maintenance_stale_after_s: float = 60.0
     maintenance_tick_s: float = 5.0
+    # Capacity service (harvest ras serve): elastic servers and revocations (empty url: not linked).
+    capacity_url: str = ""
+    cluster: str = ""  # this cluster's name in the capacity service's inventory
+    capacity_silent_after_s: float = 0.0  # signal a node as failed after this long without a report (0: off)
+    capacity_link_interval_s: float = 1.0
 
     def data_path(self, *parts: str) -> Path:
         return self.data_dir.joinpath(*parts)
@@ -177,6 +182,8 @@ def build_config(
         raise ConfigError(
             f"recluster_priority: expected one of {', '.join(RECLUSTER_PRIORITIES)}, got {cfg.recluster_priority!r}"
         )
+    if cfg.capacity_url and not cfg.cluster:
+        raise ConfigError("capacity_url needs cluster (this cluster's name in the capacity service's inventory)")
     return cfg
 
 

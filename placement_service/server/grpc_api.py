@@ -115,9 +115,12 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
                 await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
                 return
             service.after_durable(result)
-            class_id = service.policy.class_of_tenant(report.tenant)
+            if msg.drained_revocations:
+                service.revocations_drained(report.node, [int(i) for i in msg.drained_revocations])
+            class_id = service.class_of_node(report.node, report.tenant)
             yield harvest_pb2.ReportReply(
-                node=report.node, acked_seq=result.acked_seq.get(report.node, 0), class_id=class_id, label=class_id
+                node=report.node, acked_seq=result.acked_seq.get(report.node, 0), class_id=class_id, label=class_id,
+                revocations=service.revocations_for(report.node),
             )
 
     async def ChooseTargets(  # noqa: N802

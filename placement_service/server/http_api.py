@@ -7,40 +7,26 @@ harvestable set, flush) need ``Authorization: Bearer <token>`` when the service 
 
 from __future__ import annotations
 
-import hmac
-import json
 import logging
 import math
 import time
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, g, request
-from werkzeug.exceptions import HTTPException
+from flask import Flask, Response, request
 
 from placement_service.core.types import PlacementError, PolicyError
+from placement_service.server.elastic import parse_elastic_set
+from placement_service.server.http_common import check_bearer, install_common
+from placement_service.server.http_common import error_response as _error
+from placement_service.server.http_common import json_body as _body
+from placement_service.server.http_common import json_response as _json
 from placement_service.server.reports import RequestError, check_name, parse_report_batch
 from placement_service.server.service import PlacementService
 
 logger = logging.getLogger(__name__)
 
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi.json"
-
-
-def _json(doc: Any, status: int = 200) -> Response:
-    return Response(json.dumps(doc, allow_nan=False), status=status, mimetype="application/json")
-
-
-def _error(message: str, field: str | None, status: int) -> Response:
-    return _json({"error": {"message": message, "field": field}}, status)
-
-
-def _body() -> Any:
-    raw = request.get_data(cache=False)
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(f"body: malformed JSON: {exc}", "body") from None
 
 
 def _flag(name: str) -> bool:
@@ -73,32 +59,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     metrics = service.metrics
 
     def require_token() -> None:
-        if token is None:
-            return
-        header = request.headers.get("Authorization", "")
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-            raise RequestError("Authorization: a valid 'Bearer <token>' header is required", "Authorization", 401)
+        check_bearer(token)
 
-    @app.before_request
-    def _start() -> None:
-        g.start = time.perf_counter()
-
-    @app.after_request
-    def _done(resp: Response) -> Response:
-        rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        metrics.observe("harvest_http_request_seconds", time.perf_counter() - g.get("start", time.perf_counter()),
-                        route=rule)
-        metrics.inc("harvest_http_requests_total", route=rule, status=str(resp.status_code))
-        if resp.status_code == 401:
-            resp.headers["WWW-Authenticate"] = 'Bearer realm="harvest"'
-        elif resp.status_code == 503:
-            resp.headers["Retry-After"] = "5"
-        return resp
-
-    @app.errorhandler(RequestError)
-    def _request_error(exc: RequestError) -> Response:
-        return _error(str(exc), exc.field, exc.status)
+    install_common(app, metrics)
 
     @app.errorhandler(PlacementError)
     def _placement_error(exc: PlacementError) -> Response:
@@ -108,16 +71,6 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     def _policy_error(exc: PolicyError) -> Response:
         return _error(str(exc), None, 400)
 
-    @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException) -> Response:
-        field = "body" if exc.code == 413 else None
-        return _error(exc.description or exc.name, field, exc.code or 500)
-
-    @app.errorhandler(Exception)
-    def _internal(exc: Exception) -> Response:
-        logger.exception("internal error on %s %s", request.method, request.path)
-        return _error(f"internal error: {type(exc).__name__}", None, 500)
-
     # -- agents ----------------------------------------------------------------------------------
     @app.post("/v1/reports")
     def post_reports() -> Response:
@@ -125,8 +78,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         reports = parse_report_batch(_body(), time.time(), cfg.max_future_s, cfg.max_reports_per_request)
         result = service.ingest_and_wait(reports)
         metrics.inc("harvest_reports_accepted_total", len(reports), api="http")
-        return _json({"accepted": len(reports), "stored": len(result.stored), "duplicates": result.duplicates},
-                     202)
+        revocations = {n: list(ids) for n in {r.node for r in reports} if (ids := service.revocations_for(n))}
+        return _json({"accepted": len(reports), "stored": len(result.stored), "duplicates": result.duplicates,
+                      **({"revocations": revocations} if revocations else {})}, 202)
 
     # -- decisions -------------------------------------------------------------------------------
     @app.post("/v1/jobs/select")
@@ -253,6 +207,10 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     def put_harvestable() -> Response:
         require_token()
         doc = _body()
+        if isinstance(doc, dict) and "version" in doc:  # the capacity service's elastic set (elastic.py)
+            version, elastic_nodes, revocations = parse_elastic_set(doc)
+            applied = service.apply_elastic_set(version, elastic_nodes, revocations)
+            return _json({"version": service.elastic.version, "applied": applied})
         if not isinstance(doc, dict) or "nodes" not in doc:
             raise RequestError("nodes: required (a list of node names, or null for every node)", "nodes")
         nodes = doc["nodes"]
@@ -262,6 +220,20 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
             nodes = [check_name(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
         service.set_harvestable(nodes)
         return _json({"harvestable": None if nodes is None else sorted(nodes)})
+
+    @app.get("/v1/elastic")
+    def get_elastic() -> Response:
+        return _json(service.elastic.to_json())
+
+    @app.post("/v1/nodes/<node>/drained")
+    def post_drained(node: str) -> Response:
+        require_token()
+        check_name(node, "node")
+        doc = _body()
+        ids = doc.get("revocations") if isinstance(doc, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise RequestError("revocations: must be a list of revocation ids", "revocations")
+        return _json({"drained": service.revocations_drained(node, ids)})
 
     @app.get("/v1/harvestable")
     def get_harvestable() -> Response:

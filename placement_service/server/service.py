@@ -44,6 +44,7 @@ from typing import Any
 
 from placement_service.atomic import atomic_write_text
 from placement_service.server.config import ServiceConfig
+from placement_service.server.elastic import ELASTIC_CLASS, CapacityLink, ElasticState
 from placement_service.server.health import Health
 from placement_service.server.history import Aggregate, HistoryStore, SlotSample, add_reports
 from placement_service.server.insight import Insight
@@ -169,6 +170,8 @@ class PlacementService:
                              on_recovered=self._on_log_recovered)
         self._report_quarantine()
         self._harvestable = self.state.load_harvestable()
+        self.elastic = ElasticState(cfg.data_path("elastic.sqlite"))
+        self.capacity_link: CapacityLink | None = None
         version, doc = self.state.load_class_table()
         if doc is None and cfg.classes_file is not None:
             import json
@@ -181,7 +184,7 @@ class PlacementService:
                 raise ConfigError(f"classes file {cfg.classes_file}: {exc}") from None
         self._static = load_static_inputs(cfg)
         self._selection, self._selection_source = self.insight.selection_config()
-        self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._harvestable,
+        self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._effective_harvestable(),
                                                      static=self._static, selection=self._selection)
         self._nodes_version = 0
         self._policy_nodes_version = 0
@@ -209,9 +212,15 @@ class PlacementService:
         self.recluster.start()
         if self.maintenance is not None:
             self.maintenance.start()
+        if self.cfg.capacity_url:
+            self.capacity_link = CapacityLink(
+                self.elastic, self.cfg.capacity_url, self.cfg.cluster, self.cfg.read_token(), self.last_seen,
+                self.cfg.capacity_silent_after_s, self.cfg.capacity_link_interval_s).start()  # fmt: skip
 
     def close(self) -> None:
         self._stopping.set()
+        if self.capacity_link is not None:
+            self.capacity_link.stop()
         self.recluster.stop()
         if self.maintenance is not None:
             self.maintenance.stop()
@@ -222,6 +231,7 @@ class PlacementService:
             logger.error("final compaction failed; the log keeps the reports for the next start: %s", exc)
         self.wal.close()
         self.state.close()
+        self.elastic.close()
         unlock_data_dir(self._lock_fd)
 
     # -- health ----------------------------------------------------------------------------------
@@ -534,14 +544,17 @@ class PlacementService:
     def node_info(self, node: str) -> dict[str, Any]:
         r = self.node(node)
         policy = self._policy
-        class_id = policy.class_of_tenant(r.tenant)
+        class_id = self.class_of_node(node, r.tenant)
         return {
             "node": node,
             "tenant": r.tenant,
             "class_id": class_id,
             "label": class_id,
             "busy": r.busy,
-            "harvestable": self._harvestable is None or node in self._harvestable,
+            "harvestable": node not in self.elastic.revoked() and (
+                self._harvestable is None or node in self._harvestable or node in self.elastic.nodes),
+            "elastic": node in self.elastic.nodes,
+            "revocations": list(self.revocations_for(node)),
             "last_seq": self._last_seq.get(node, r.seq),
             "last_report": r.to_json(),
             "class_table_version": policy.version,
@@ -611,7 +624,7 @@ class PlacementService:
         try:
             view = build_policy_view(
                 self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
-                nodes, self._harvestable, static=self._static,
+                nodes, self._effective_harvestable(), static=self._static,
                 # A new table brings each class's latest CPU from the history; reports refine it on
                 # the next compaction tick (``update_current``), keeping the swap itself short.
                 current_window_s=None if doc is not None else self.cfg.current_window_s,
@@ -637,6 +650,42 @@ class PlacementService:
     @property
     def harvestable(self) -> frozenset[str] | None:
         return self._harvestable
+
+    # -- elastic servers and revocations (elastic.py) ----------------------------------------------
+    def _effective_harvestable(self) -> frozenset[str] | None:
+        """The harvestable set plus the elastic nodes, minus the nodes being revoked."""
+        revoked = self.elastic.revoked()
+        base = self._harvestable
+        if base is None:
+            return frozenset(self._nodes) - revoked if revoked else None
+        return (base | self.elastic.nodes) - revoked
+
+    def apply_elastic_set(self, version: int, nodes: list[str], revocations: list[tuple[int, str, str]]) -> bool:
+        applied = self.elastic.apply(version, nodes, revocations)
+        if applied:
+            self.metrics.set("harvest_elastic_version", version)
+            self._policy_stale = True
+            self.refresh_policy()
+        return applied
+
+    def revocations_for(self, node: str) -> tuple[int, ...]:
+        return self.elastic.pending.get(node, ())
+
+    def revocations_drained(self, node: str, ids: list[int]) -> list[int]:
+        done = self.elastic.drained(node, ids)
+        if done:
+            self.metrics.inc("harvest_revocations_drained_total", len(done))
+            if self.capacity_link is not None:
+                self.capacity_link.wake.set()
+        return done
+
+    def class_of_node(self, node: str, tenant: str) -> str:
+        """``elastic`` for the capacity service's elastic nodes, else the tenant's class."""
+        return ELASTIC_CLASS if node in self.elastic.nodes else self._policy.class_of_tenant(tenant)
+
+    def last_seen(self) -> dict[str, float]:
+        with self._nodes_lock:
+            return {n: r.timestamp for n, r in self._nodes.items()}
 
     # -- re-clustering ---------------------------------------------------------------------------
     def _recluster_input(self) -> ReclusterInput:

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-TOLERANCE = 1e-6
+TOLERANCE = 1e-6  # equal to the solver's domain.CAPACITY_TOLERANCE_RRU (a test compares them)
 
 
 def check_plan(

@@ -86,6 +86,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timestamp", type=float)
     p.set_defaults(func=_grant)
 
+    from placement_service.capacity.ras import revlog, serve
+
+    serve.add_parser(sub)
+    revlog.add_parser(sub)
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inventory", required=True, help="inventory .csv/.parquet: server, hardware, datacenter, "
@@ -135,6 +140,10 @@ def _solve(args: argparse.Namespace) -> int:
         print(f"embedded buffer lower bound {bb['frac_lb']:.2%} (perfect spread {bb['perfect_spread_frac']:.2%})")
     for u in plan.unmet:
         print(f"unmet {u.id}: {u.reason}")
+    for b in plan.rack_spread_breaches:
+        print(f"rack-spread {b['id']}: rack {b['rack']} holds {float(b['share']):.3f} of the request, limit {b['limit']}")  # type: ignore[arg-type]
+    for w in plan.inventory_warnings:
+        print(f"inventory: {w}", file=sys.stderr)
     chk: dict[str, Any] = doc.get("check", {})  # type: ignore[assignment]
     if chk and not chk["ok"]:
         print(f"CHECK FAILED: {len(problems)} violation(s), first: {problems[0]}", file=sys.stderr)

@@ -18,6 +18,9 @@ import numpy as np
 SHARED_BUFFER_PREFIX = "shared-buffer:"
 ELASTIC_TENANT_PREFIX = "elastic:"
 UNASSIGNED = "unassigned"
+# A reservation is whole when its capacity after the worst MSB loss is >= request - this (RRU). The
+# plan's figures, the final top-up and the independent checker (check.TOLERANCE) use the same value.
+CAPACITY_TOLERANCE_RRU = 1e-6
 
 
 class Method(StrEnum):
@@ -78,6 +81,7 @@ class Request:
     datacenter_affinity: Mapping[str, float] | None = None
     msb_spread_limit: float | None = None  # overrides Settings.msb_spread_limit
     rack_spread_limit: float | None = None  # overrides Settings.rack_spread_limit
+    priority: int = 0  # when not everything fits, higher priorities are served first (topup.py)
 
     def mean_rru(self) -> float:
         """Mean RRU value of one eligible server (converts RRU-valued costs to servers)."""

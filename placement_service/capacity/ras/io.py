@@ -23,7 +23,7 @@ from placement_service.capacity import CapacityError
 from placement_service.capacity.ras.domain import Method, Region, Request, Settings
 
 REQUIRED_COLUMNS = ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
-OPTIONAL_COLUMNS = ("tenant", "environment", "cores", "memory_mb", "storage_gb")
+OPTIONAL_COLUMNS = ("tenant", "environment", "cores", "memory_mb", "storage_gb", "cluster")
 _TRUE = {"true", "1", "yes", "t", "y"}
 _FALSE = {"false", "0", "no", "f", "n", ""}
 
@@ -209,7 +209,10 @@ def parse_requests(doc: Any, where: str) -> tuple[tuple[Request, ...], Settings]
         for k in ("msb_spread_limit", "rack_spread_limit"):
             if r.get(k) is not None:
                 limits[k] = _number(r[k], f"{at}: {k}")
-        out.append(Request(id=rid, capacity_rru=cap, rru=rru_f, datacenter_affinity=aff_f, **limits))
+        prio = r.get("priority", 0)
+        if isinstance(prio, bool) or not isinstance(prio, int):
+            raise CapacityError(f"{at}: 'priority' must be an integer (higher is served first), got {prio!r}")
+        out.append(Request(id=rid, capacity_rru=cap, rru=rru_f, datacenter_affinity=aff_f, priority=prio, **limits))
     return tuple(out), parse_settings(doc.get("settings"), where)
 
 
@@ -221,7 +224,8 @@ def requests_to_json(requests: Sequence[Request], settings: Mapping[str, Any] | 
     return {
         "reservations": [
             {"id": r.id, "capacity_rru": r.capacity_rru, "rru": dict(r.rru),
-             "datacenter_affinity": dict(r.datacenter_affinity) if r.datacenter_affinity else None}
+             "datacenter_affinity": dict(r.datacenter_affinity) if r.datacenter_affinity else None,
+             **({"priority": r.priority} if r.priority else {})}
             for r in requests
         ],  # fmt: skip
         "settings": dict(settings or {}),

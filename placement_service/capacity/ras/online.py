@@ -11,7 +11,8 @@
   after the worst MSB most, within the datacenter affinity when there is one. The next solve
   replaces this quick answer with an optimised one.
 - Elastic export: shared-buffer and unassigned available servers, as an inventory whose tenant is
-  ``elastic:<entity>`` (``elastic:shared-buffer:<hw>`` or ``elastic:unassigned``).
+  ``elastic:<entity>`` (``elastic:shared-buffer:<hw>`` or ``elastic:unassigned``) and whose
+  environment is ``elastic:<msb>`` unless the inventory has one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement_service.capacity.ras.domain import (
+    CAPACITY_TOLERANCE_RRU,
     ELASTIC_TENANT_PREFIX,
     SHARED_BUFFER_PREFIX,
     UNASSIGNED,
@@ -83,35 +85,41 @@ def online_move(
     replacements: list[tuple[str, str]] = []
     revoked: list[str] = []
     unmet: list[str] = []
-    entity = np.array([out.get(s) or "" for s in region.server], dtype=object)
+    # entities as integer codes (-1: none), so each step is a vectorised integer comparison
+    names = sorted({e for e in out.values() if e is not None})
+    code_of = {e: k for k, e in enumerate(names)}
+    entity = np.array([code_of.get(out.get(s) or "", -1) for s in region.server], dtype=np.int64)
+    in_buffer = np.isin(entity, [k for k, e in enumerate(names) if e.startswith(SHARED_BUFFER_PREFIX)])
     for s in failed:
         e = out.get(s)
         if s not in idx:
             continue
         out[s] = None
-        entity[idx[s]] = ""
+        entity[idx[s]] = -1
+        in_buffer[idx[s]] = False
         if e is None or e.startswith(SHARED_BUFFER_PREFIX) or e not in by_id:
             continue
         req = by_id[e]
         value = _value_of(region, req)
         ok = avail & (value[region.hardware] > 0)
+        code = code_of[e]
         # one replacement at least, more while the loss of the worst MSB would leave it short
         for step in range(len(region)):
-            members = [int(i) for i in np.flatnonzero(entity == e)]
+            members = np.flatnonzero(entity == code)
             per = np.bincount(region.msb[members], weights=value[region.hardware[members]],
                               minlength=len(region.msb_names))  # fmt: skip
-            if step > 0 and per.sum() - per.max() >= req.capacity_rru - 1e-9:
+            if step > 0 and per.sum() - per.max() >= req.capacity_rru - CAPACITY_TOLERANCE_RRU:
                 break
-            in_buffer = np.array([str(x).startswith(SHARED_BUFFER_PREFIX) for x in entity])
-            choice = _pick(region, req, members, np.flatnonzero(ok & in_buffer))
+            choice = _pick(region, req, members.tolist(), np.flatnonzero(ok & in_buffer))
             if choice is None:
-                choice = _pick(region, req, members, np.flatnonzero(ok & (entity == "")))
+                choice = _pick(region, req, members.tolist(), np.flatnonzero(ok & (entity == -1)))
             if choice is None:
                 unmet.append(f"{e}: no shared-buffer or unassigned server of {sorted(req.rru)} left to replace {s}")
                 break
             name = region.server[choice]
             out[name] = e
-            entity[choice] = e
+            entity[choice] = code
+            in_buffer[choice] = False
             replacements.append((s, name))
             revoked.append(name)
     return OnlineResult(out, tuple(replacements), tuple(revoked), tuple(unmet))
@@ -139,7 +147,7 @@ def emergency_grant(
         while True:
             per_msb = np.bincount(region.msb[members], weights=value[region.hardware[members]],
                                   minlength=len(region.msb_names))  # fmt: skip
-            if per_msb.sum() - per_msb.max() >= request.capacity_rru - 1e-9:
+            if per_msb.sum() - per_msb.max() >= request.capacity_rru - CAPACITY_TOLERANCE_RRU:
                 return OnlineResult(out, (), tuple(revoked), ())
             choice = _pick(region, request, members, np.flatnonzero(pool & ~taken))
             if choice is None:
@@ -171,7 +179,10 @@ def harvestable_columns(region: Region, assignment: Mapping[str, str | None]) ->
     return {
         "server": [region.server[i] for i in rows],
         "tenant": [f"{ELASTIC_TENANT_PREFIX}{assignment.get(region.server[i]) or UNASSIGNED}" for i in rows],
-        "environment": col("environment", "elastic"),
+        # without an environment column: one per MSB (elastic servers of one MSB fail together), so
+        # HDFS-H can spread a block's replicas over elastic servers of different MSBs
+        "environment": col("environment", None) if "environment" in extra else
+        [f"elastic:{region.msb_names[region.msb[i]]}" for i in rows],
         "rack": [region.rack_names[region.rack[i]] for i in rows],
         "cores": col("cores", 0.0),
         "memory_mb": col("memory_mb", 0.0),

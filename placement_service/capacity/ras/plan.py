@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement_service.capacity.ras.domain import Region, Request, Settings, SolverReport, Unmet
+from placement_service.capacity.ras.domain import (
+    CAPACITY_TOLERANCE_RRU,
+    Region,
+    Request,
+    Settings,
+    SolverReport,
+    Unmet,
+)
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,9 @@ class Plan:
     harvestable: tuple[str, ...]
     solver: SolverReport
     summary: Mapping[str, object] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the final repair did (topup.py)
+    rack_spread_breaches: tuple[Mapping[str, object], ...] = ()  # reservations above their rack limit
+    inventory_warnings: tuple[str, ...] = ()  # e.g. racks that span MSBs
 
     def to_json(self) -> dict[str, object]:
         s = self.solver
@@ -46,6 +56,9 @@ class Plan:
                 "lp_bound": s.lp_bound, "gap": s.gap, "wall_s": s.wall_s, "phases": [dict(p) for p in s.phases],
             },  # fmt: skip
             "summary": dict(self.summary),
+            "notes": list(self.notes),
+            "rack_spread_breaches": [dict(b) for b in self.rack_spread_breaches],
+            "inventory_warnings": list(self.inventory_warnings),
         }
 
 
@@ -99,15 +112,21 @@ def build_plan(
         if req.id in unmet_ids:
             continue
         after = float(fig["capacity_after_worst_msb_loss_rru"])  # type: ignore[arg-type]
-        if after + 1e-6 < req.capacity_rru:
+        if after + CAPACITY_TOLERANCE_RRU < req.capacity_rru:
             value = np.array([req.rru.get(h, 0.0) for h in region.hardware_names])
             free = [i for i in np.flatnonzero(free_mask & (value[region.hardware] > 0))]
+            mine = np.array(members.get(req.id, []), dtype=np.int64)
+            per_msb = np.bincount(region.msb[mine], weights=value[region.hardware[mine]], minlength=len(region.msb_names))
+            top = float(per_msb.max()) if len(per_msb) else 0.0
+            aff = req.datacenter_affinity
+            helpful = [i for i in free if (len(mine) == 0 or per_msb[region.msb[i]] < top - CAPACITY_TOLERANCE_RRU)
+                       and (not aff or aff.get(region.datacenter_names[region.datacenter[i]], 0.0) > 0)]
             unmet.append(Unmet(req.id, (
                 f"capacity: {after:g} RRU left after losing its worst MSB ({fig['worst_msb'] or 'none held'}), "
                 f"{req.capacity_rru:g} requested; short by {req.capacity_rru - after:g} RRU. Eligible hardware "
                 f"{sorted(h for h, v in req.rru.items() if v > 0)}: {len(free)} unassigned server(s) left, in "
-                f"{len({int(region.msb[i]) for i in free})} MSB(s); the rest is held by other reservations and "
-                f"the shared buffer"
+                f"{len({int(region.msb[i]) for i in free})} MSB(s), {len(helpful)} of them outside its largest "
+                f"MSB (and in an allowed datacenter); the rest is held by other reservations and the shared buffer"
             ), "capacity", req.capacity_rru - after))  # fmt: skip
         if req.datacenter_affinity is not None and float(fig["capacity_rru"]) > 0:  # type: ignore[arg-type]
             total = float(fig["capacity_rru"])  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from placement_service.capacity.ras import racks, ras_model
+from placement_service.capacity.ras import racks, ras_model, topup
 from placement_service.capacity.ras.aggregate import Aggregate, aggregate, with_fixed
 from placement_service.capacity.ras.disaggregate import disaggregate
 from placement_service.capacity.ras.domain import Method, Problem, SolverReport
@@ -89,8 +89,20 @@ def solve(problem: Problem) -> Plan:
     report = replace(report, phases=phases, wall_s=time.monotonic() - t_start)
     names = agg.entity_names
     assignment = {s: (names[e] if e >= 0 else None) for s, e in zip(problem.region.server, assign_idx, strict=True)}
+    t_fin = time.monotonic()
+    assignment, notes = topup.finish(problem.region, requests, assignment, {u.id for u in pre_unmet})
+    breaches = topup.rack_breaches(problem.region, requests, assignment, st.rack_spread_limit)
+    phases = report.phases + ({"phase": "topup", "wall_s": time.monotonic() - t_fin, "notes": notes},)
+    report = replace(report, phases=phases, wall_s=time.monotonic() - t_start)
     need = {h: int(agg.buffer_need[k]) for k, h in enumerate(problem.region.hardware_names)}
-    return build_plan(problem.region, problem.requests, st, assignment, problem.previous, report, pre_unmet, need)
+    plan = build_plan(problem.region, problem.requests, st, assignment, problem.previous, report, pre_unmet, need)
+    spanning = topup.racks_spanning_msbs(
+        [problem.region.rack_names[k] for k in problem.region.rack], [problem.region.msb_names[f] for f in problem.region.msb])
+    warnings = tuple(f"rack {k} spans MSBs {', '.join(f)}: its servers fail with different MSBs" for k, f in spanning.items())
+    for w in warnings[:20]:
+        logger.warning("inventory: %s", w)
+    return replace(plan, notes=tuple(notes), inventory_warnings=warnings, rack_spread_breaches=tuple(
+        {"id": b.id, "rack": b.rack, "share": b.share, "limit": b.limit} for b in breaches))
 
 
 def _solve_counts(

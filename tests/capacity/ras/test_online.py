@@ -77,3 +77,10 @@ def test_harvestable_export_follows_the_inventory_contract(small_problem, small_
     assert inv.msb and len(inv.msb) == len(inv)
     ev = revocation_events(["a", "b"], 100.0)
     assert ev == {"timestamp": [100.0, 100.0], "server": ["a", "b"]}
+
+
+def test_elastic_export_gives_each_msb_its_own_environment(small_problem, small_plan):
+    # one environment for every elastic server made HDFS-H's strict placement fail every block
+    cols = harvestable_columns(small_problem.region, small_plan.assignment)
+    assert {e for e in cols["environment"]} == {f"elastic:{m}" for m in cols["msb"]}
+    assert len(set(cols["environment"])) >= 3

@@ -1,0 +1,50 @@
+"""The placement service's elastic set and revocations (server/elastic.py): versions, idempotence, durability."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from placement_service.server.elastic import ElasticState, parse_elastic_set
+from placement_service.server.reports import RequestError
+
+
+def test_versions_only_go_forward_and_repeats_are_no_ops(tmp_path: Path) -> None:
+    st = ElasticState(tmp_path / "e.sqlite")
+    assert st.apply(2, ["n1", "n2"], [])
+    assert not st.apply(1, ["old"], [(9, "n1", "x")])  # older: not applied
+    assert not st.apply(2, ["n1", "n2"], [])  # the same push again
+    assert st.version == 2 and st.nodes == {"n1", "n2"} and st.pending == {}
+    assert st.apply(3, ["n2"], [(5, "n1", "replaces a of r (MSB down)")])
+    assert st.pending == {"n1": (5,)} and st.revoked() == {"n1"}
+    st.close()
+    again = ElasticState(tmp_path / "e.sqlite")  # durable
+    assert again.version == 3 and again.nodes == {"n2"} and again.pending == {"n1": (5,)}
+
+
+def test_drained_acknowledgements_are_forwarded_once(tmp_path: Path) -> None:
+    st = ElasticState(tmp_path / "e.sqlite")
+    st.apply(1, [], [(5, "n1", "r"), (6, "n2", "r")])
+    assert st.drained("n2", [5]) == []  # not n2's revocation
+    assert st.drained("n1", [5, 77]) == [5]
+    assert st.drained("n1", [5]) == []  # already drained
+    assert st.to_forward() == [(5, "n1")] and st.revoked() == {"n1", "n2"}
+    st.forwarded(5)
+    assert st.to_forward() == [] and st.revoked() == {"n1", "n2"}  # handed over: not harvestable here
+    assert st.apply(3, ["n1"], []) and st.revoked() == {"n2"}  # lent again
+    assert st.apply(4, [], [(5, "n1", "r")]) and st.to_forward() == []  # a re-sent revocation is not reopened
+
+
+@pytest.mark.parametrize(("doc", "field"), [
+    ({"version": 0, "nodes": []}, "version"),
+    ({"version": True, "nodes": []}, "version"),
+    ({"version": 1, "nodes": "n1"}, "nodes"),
+    ({"version": 1, "nodes": ["bad name!"]}, "nodes[0]"),
+    ({"version": 1, "nodes": [], "revocations": [{"id": "x", "node": "n"}]}, "revocations[0].id"),
+    ({"version": 1, "nodes": [], "revocations": [{"id": 1}]}, "revocations[0].node"),
+])  # fmt: skip
+def test_bad_elastic_sets_name_the_field(doc: dict[str, object], field: str) -> None:
+    with pytest.raises(RequestError) as err:
+        parse_elastic_set(doc)
+    assert err.value.field == field
