@@ -4,6 +4,8 @@
         [--capacity-cores N] [--capacity-memory-mb MB] --state-dir DIR [--service ADDRESS]
         [--metrics-port P] [--config FILE]
     harvest agent explain --metrics-port P     (or the same --config / environment)
+    harvest agent report-reimage [--at TIME] --state-dir DIR [--node N] [--service-http URL]
+        (declare that this node was reimaged; the running agent reports it, or it is sent now)
 
 Every setting is also a TOML key in ``--config`` and an environment variable ``HARVEST_AGENT_<KEY>``;
 precedence is file < environment < flags.
@@ -27,8 +29,11 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("action", nargs="?", choices=("run", "explain"), default="run",
-                        help="run the agent (default) or print a running agent's /explain")
+    parser.add_argument("action", nargs="?", choices=("run", "explain", "report-reimage"), default="run",
+                        help="run the agent (default), print a running agent's /explain, or declare that "
+                             "this node was reimaged (queued in the state dir until the service takes it)")
+    parser.add_argument("--at", metavar="TIME",
+                        help="report-reimage: when (ISO 8601 or epoch seconds; default: now)")
     parser.add_argument("--config", metavar="FILE", help="TOML file with any of the settings below")
     add_flags(parser)
     parser.set_defaults(func=handle)
@@ -57,9 +62,44 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_reimage(args: argparse.Namespace) -> int:
+    import time
+
+    from agent import ConfigError
+    from agent.config import config_from_args
+    from agent.reimage import ReimageEvent, ReimageSender, ReimageWatch
+
+    at = time.time()
+    if args.at:
+        import numpy as np
+
+        try:
+            at = float(args.at)
+        except ValueError:
+            try:
+                at = float(np.datetime64(args.at.rstrip("Zz"), "s").astype("int64"))
+            except ValueError:
+                raise ConfigError(f"--at: expected ISO 8601 or epoch seconds, got {args.at!r}") from None
+    if not (0 < at <= time.time() + 300):
+        raise ConfigError(f"--at: {args.at!r} is not a past time")
+    config = config_from_args(args)
+    watch = ReimageWatch(config.node, config.state_dir, [])
+    watch.queue(ReimageEvent(config.node, at, "declared"))
+    print(f"queued a reimage of {config.node} at {at:.0f} in {watch.pending_path}")
+    if config.service_http:
+        try:
+            n = ReimageSender(watch, config.service_http, config.token_file).flush_once()
+            print(f"reported {n} pending reimage(s) to {config.service_http}")
+        except Exception as exc:
+            print(f"not reported now ({exc}); the running agent retries", file=sys.stderr)
+    return 0
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.action == "explain":
         return _explain(args)
+    if args.action == "report-reimage":
+        return _report_reimage(args)
 
     import signal
     import threading

@@ -70,6 +70,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("container_cores", float, 0.0, "local mode: cores allocated per container (0: use usage)"),
     Setting("scope_root_pid", int, None, "measure only this process tree as the node (tests, slices)", True),
     Setting("storage_path", str, None, "DataNode data directory, for free harvestable storage", True),
+    Setting("service_http", str, None, "placement service HTTP address, e.g. http://placement:8470, for "
+            "reimage reports (none: reimages wait in the state dir)", True),
+    Setting("datanode_dirs", list, [], "DataNode data directories watched for a reimage (default: storage_path)"),
     Setting("storage_limit_gb", float, 0.0, "storage the primary lets HDFS use on this node, GB"),
     Setting("rm_url", str, "http://127.0.0.1:8088", "ResourceManager web address"),
     Setting("nm_url", str, "http://127.0.0.1:8042", "NodeManager web address"),
@@ -129,6 +132,8 @@ class AgentConfig:
     container_cores: float
     scope_root_pid: int | None
     storage_path: str | None
+    service_http: str | None
+    datanode_dirs: tuple[str, ...]
     storage_limit_gb: float
     rm_url: str
     nm_url: str
@@ -321,4 +326,5 @@ def as_dict(config: AgentConfig) -> dict[str, Any]:
     out = dataclasses.asdict(config)
     out["mode"] = config.mode.value
     out["secondary_cgroups"] = list(config.secondary_cgroups)
+    out["datanode_dirs"] = list(config.datanode_dirs)
     return out

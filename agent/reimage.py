@@ -116,3 +116,69 @@ class ReimageWatch:
             atomic_write(str(self.pending_path), "\n".join(left) + "\n")
         elif self.pending_path.exists():
             os.unlink(self.pending_path)
+
+
+class ReimageSender:
+    """Sends pending reimages to the placement service's ``POST /v1/reimages`` (HTTP), removing them
+    from the queue only once the service answered 202. Runs on its own thread every ``interval_s``."""
+
+    def __init__(self, watch: ReimageWatch, service_http: str, token_file: str | None, *,
+                 interval_s: float = 30.0, timeout_s: float = 5.0) -> None:
+        self.watch = watch
+        self.url = service_http.rstrip("/") + "/v1/reimages"
+        self.token_file = token_file
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.last_error = ""
+        self.sent = 0
+        self.last_round_s: float | None = None  # monotonic time of the last finished round
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reimage-sender", daemon=True)
+
+    def flush_once(self) -> int:
+        import time
+        import urllib.error
+        import urllib.request
+
+        events = self.watch.pending()
+        if not events:
+            self.last_round_s = time.monotonic()
+            return 0
+        body = json.dumps({"events": [{"node": e.node, "timestamp": e.timestamp, "how": e.how}
+                                      for e in events]}).encode()
+        req = urllib.request.Request(self.url, data=body, method="POST", headers={"Content-Type": "application/json"})
+        if self.token_file:
+            with open(self.token_file, encoding="utf-8") as f:
+                req.add_header("Authorization", f"Bearer {f.read().strip()}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                resp.read()
+        except urllib.error.HTTPError as exc:
+            self.last_error = f"{self.url}: HTTP {exc.code}: {exc.read()[:200]!r}"
+            raise
+        self.watch.acknowledge(events)
+        self.sent += len(events)
+        self.last_error = ""
+        self.last_round_s = time.monotonic()
+        return len(events)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.flush_once()
+            except Exception as exc:  # kept in the queue; retried next round
+                self.last_error = self.last_error or f"{self.url}: {exc}"
+                logger.warning("reimage report not delivered (kept, retried in %.0f s): %s",
+                               self.interval_s, self.last_error)
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> ReimageSender:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.timeout_s + 1)

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -140,6 +141,7 @@ class GrpcSender:
                  throttle: Throttle, timeout_s: float = 10.0,
                  on_revocations: Callable[[list[int], str], None] | None = None) -> None:
         self.address = address
+        self.last_round_s: float | None = None  # monotonic time of the last delivered round
         self.buffer = buffer
         self.seq = seq
         self.metrics = metrics
@@ -228,6 +230,7 @@ class GrpcSender:
                 while self.flush_once() and not self._stop.is_set():
                     pass
                 self.connected, self.last_error, delay = True, None, self.retry_s
+                self.last_round_s = time.monotonic()  # watchdog: the sender loop delivered a round
             except grpc.RpcError as exc:
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                     self._reject_oldest(exc.details())

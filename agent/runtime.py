@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psutil
+
 from agent.attribute import Allocation, NodeView, attribute
 from agent.config import AgentConfig, Mode, as_dict
 from agent.decide import DecideState, Decision, Policy, decide
@@ -21,6 +23,7 @@ from agent.drain import Drainer
 from agent.executor import ActResult, Executor, YarnSync
 from agent.metrics import Metrics, MetricsServer
 from agent.reclaim import ignored_resources, plan_reclaim
+from agent.reimage import ReimageSender, ReimageWatch
 from agent.report import GrpcSender, Report, ReportBuffer, SeqCounter
 from agent.sampler import NodeSample, PsutilSampler
 from agent.statefiles import Throttle
@@ -70,6 +73,14 @@ class Agent:
                                      retry_s=min(config.report_interval_s, 5.0), throttle=self.throttle,
                                      on_revocations=self.drainer.on_reply)
         self.server: MetricsServer | None = None
+        # Reimages: noticed at start (new boot id + a wiped DataNode dir) or declared with
+        # 'harvest agent report-reimage'; queued in the state dir until the service takes them.
+        self.reimages = ReimageWatch(config.node, config.state_dir,
+                                     list(config.datanode_dirs) or ([config.storage_path] if config.storage_path else []))
+        self.reimage_sender = (ReimageSender(self.reimages, config.service_http, config.token_file,
+                                             interval_s=max(config.report_interval_s, 5.0))
+                               if config.service_http else None)
+        self._loop_beats: dict[str, float] = {"tick": time.monotonic()}  # loop -> last finished round
         self._node_id_cache: str | None = config.yarn_node_id
         self._last_view: NodeView | None = None
         self._last_decision: Decision | None = None
@@ -166,7 +177,19 @@ class Agent:
         with self._lock:
             self._last_view, self._last_decision, self._last_act = view, decision, act
         self._update_metrics(view, decision, sample, time.monotonic() - started)
+        self._loop_beats["tick"] = time.monotonic()
         return decision
+
+    def loop_ages(self) -> dict[str, float]:
+        """Seconds since each loop last finished a round: the tick, the report sender, the reimage sender."""
+        now = time.monotonic()
+        beats = dict(self._loop_beats)
+        sent_s = self.sender.last_round_s if self.sender is not None else None
+        if sent_s is not None:
+            beats["report"] = sent_s
+        if self.reimage_sender is not None and self.reimage_sender.last_round_s is not None:
+            beats["reimage"] = self.reimage_sender.last_round_s
+        return {k: now - v for k, v in beats.items()}
 
     def _check_scheduler(self, view: NodeView, now: float) -> None:
         """Does the scheduler keep to the advertised size? Alarm (metric, log, /explain) when not."""
@@ -234,6 +257,9 @@ class Agent:
         if sample is not None:
             m.set("agent_cpu_cores", sample.agent_cpu_cores)
             m.set("agent_memory_mb", sample.agent_memory_mb)
+        for loop, age_s in self.loop_ages().items():
+            m.set("loop_heartbeat_age_seconds", age_s, loop=loop)
+        m.set("reimages_pending", float(len(self.reimages.pending())))
 
     # -- explain -------------------------------------------------------------------------------
     def explain(self) -> dict[str, Any]:
@@ -249,6 +275,12 @@ class Agent:
             "reserve": {"cores": cfg.reserve_cores, "memory_mb": cfg.reserve_memory_mb},
             "label": self.executor.label,
             "report_buffer_depth": self.buffer.depth(),
+            "loops_heartbeat_age_s": self.loop_ages(),
+            "reimages": {"pending": [e.as_dict() for e in self.reimages.pending()],
+                         "reported": self.reimage_sender.sent if self.reimage_sender else 0,
+                         "last_error": self.reimage_sender.last_error if self.reimage_sender
+                         else ("" if not self.reimages.pending() else
+                               "service_http is not set: reimages wait in the state dir")},
             "service": None if self.sender is None else {
                 "address": cfg.service, "connected": self.sender.connected, "last_error": self.sender.last_error},
             "recent_kills": list(self.executor.kill_log),
@@ -312,6 +344,13 @@ class Agent:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> Agent:
+        try:
+            if self.reimages.check_at_start(psutil.boot_time()) is not None:
+                self.metrics.inc("reimages_detected_total")
+        except OSError as exc:  # no boot id (not Linux) or an unwritable dir: say so, keep running
+            self._error("reimage-check", exc)
+        if self.reimage_sender is not None:
+            self.reimage_sender.start()
         if self.config.metrics_port is not None:
             self.server = MetricsServer(self.config.metrics_host, self.config.metrics_port, self.metrics,
                                         self.explain).start()
@@ -335,6 +374,8 @@ class Agent:
     def close(self) -> None:
         if self.sender is not None:
             self.sender.stop()
+        if self.reimage_sender is not None:
+            self.reimage_sender.stop()
         self.executor.stop()
         if self.server is not None:
             self.server.stop()
