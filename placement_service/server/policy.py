@@ -30,8 +30,18 @@ import numpy as np
 
 from placement_service.core.placement import PlacementConfig, ReplicaPlacer
 from placement_service.core.selection import ClassSelector, SelectionConfig
-from placement_service.core.types import ClassTable, Inventory, Job, PlacementError, PolicyError, Selection
+from placement_service.core.types import (
+    ClassTable,
+    Inventory,
+    Job,
+    Pattern,
+    PlacementError,
+    PolicyError,
+    Selection,
+    UtilizationClass,
+)
 from placement_service.server.config import ServiceConfig
+from placement_service.server.elastic import ELASTIC_CLASS
 from placement_service.server.reports import NodeReport, NotFoundError, RequestError
 
 logger = logging.getLogger(__name__)
@@ -262,6 +272,21 @@ def _placer_for(
     return placer, frozenset(usable)
 
 
+def elastic_class(nodes: Mapping[str, NodeReport], elastic_nodes: frozenset[str]) -> list[UtilizationClass]:
+    """The elastic servers as one class for class selection (empty list when none reports).
+
+    Their primary tenant is idle by construction (RAS buffer servers): average and peak CPU are the
+    mean of their latest reports (what little runs there), current CPU the same; capacity is their
+    cores. Pattern *constant*, so long jobs prefer it, as the ranking weights do for steady classes.
+    """
+    reps = [nodes[n] for n in sorted(elastic_nodes) if n in nodes]
+    if not reps:
+        return []
+    cpu = min(1.0, max(0.0, sum(r.cpu_frac for r in reps) / len(reps)))
+    return [UtilizationClass(id=ELASTIC_CLASS, pattern=Pattern.CONSTANT, avg_cpu=cpu, peak_cpu=cpu, current_cpu=cpu,
+                             tenants=(), servers=len(reps), cores=float(sum(r.capacity_cores for r in reps)))]
+
+
 def class_current_cpu(
     table: ClassTable, nodes: Mapping[str, NodeReport], now_s: float, window_s: float
 ) -> dict[str, float]:
@@ -289,6 +314,7 @@ def build_policy_view(
     table: ClassTable | None = None,
     pause: Callable[[], None] = lambda: None,
     selection: SelectionConfig | None = None,
+    elastic_nodes: frozenset[str] = frozenset(),
 ) -> PolicyView:
     """Build a view; ``table`` is ``doc`` already parsed (optional); ``pause`` runs between the
     stages (the background caller sleeps there, so request threads get the GIL back)."""
@@ -300,7 +326,7 @@ def build_policy_view(
                 table = ClassTable.from_json(doc, f"class table v{version}")
                 pause()
             if table.classes:
-                selector = ClassSelector(table, selection)
+                selector = ClassSelector(list(table.classes) + elastic_class(nodes, elastic_nodes), selection)
                 if current_window_s:
                     pause()
                     current = class_current_cpu(table, nodes, time.time(), current_window_s)
@@ -311,6 +337,9 @@ def build_policy_view(
             table, selector = None, None
     else:
         table = None
+    if selector is None and elastic_class(nodes, elastic_nodes):
+        # No class table yet, but elastic servers are lent: jobs can already go to them.
+        selector = ClassSelector(elastic_class(nodes, elastic_nodes), selection)
     pause()
     try:
         placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static)

@@ -185,7 +185,8 @@ class PlacementService:
         self._static = load_static_inputs(cfg)
         self._selection, self._selection_source = self.insight.selection_config()
         self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._effective_harvestable(),
-                                                     static=self._static, selection=self._selection)
+                                                     static=self._static, selection=self._selection,
+                                                     elastic_nodes=self._lent_elastic())
         self._nodes_version = 0
         self._policy_nodes_version = 0
         self._policy_stale = False
@@ -629,6 +630,7 @@ class PlacementService:
                 # the next compaction tick (``update_current``), keeping the swap itself short.
                 current_window_s=None if doc is not None else self.cfg.current_window_s,
                 table=table, pause=_yield_gil if background else (lambda: None), selection=selection,
+                elastic_nodes=self._lent_elastic(),
             )
             gc.freeze()
         finally:
@@ -660,12 +662,19 @@ class PlacementService:
             return frozenset(self._nodes) - revoked if revoked else None
         return (base | self.elastic.nodes) - revoked
 
+    def _lent_elastic(self) -> frozenset[str]:
+        """Elastic nodes lent to this cluster and not being revoked: the ``elastic`` class."""
+        return frozenset(self.elastic.nodes) - self.elastic.revoked()
+
     def apply_elastic_set(self, version: int, nodes: list[str], revocations: list[tuple[int, str, str]]) -> bool:
+        had_elastic = bool(self._lent_elastic())
         applied = self.elastic.apply(version, nodes, revocations)
         if applied:
             self.metrics.set("harvest_elastic_version", version)
             self._policy_stale = True
             self.refresh_policy()
+            if self._lent_elastic() and not had_elastic:  # the elastic queue and label appear
+                self._publish_labels(self._policy.table, self._policy.version)
         return applied
 
     def revocations_for(self, node: str) -> tuple[int, ...]:
@@ -734,12 +743,25 @@ class PlacementService:
         self.metrics.set("harvest_classes", len(table.classes))
         logger.info("adopted class table v%d: %d classes, %d tenants", version, len(table.classes),
                     len(table.tenant_class))
-        labels = [c.id for c in table.classes]
-        self._write_capacity_scheduler(labels, {c.id: float(max(c.servers, 1)) for c in table.classes}, version)
-        if self._rm is not None:
+        self._publish_labels(table, version)
+
+    def _publish_labels(self, table: Any, version: int) -> None:
+        """Queues (capacity-scheduler.xml) and RM labels for the classes, plus ``elastic`` once the
+        capacity service has lent servers (their own label and queue). The elastic queue then stays
+        when every elastic server is revoked: YARN refuses to drop a running queue on a refresh."""
+        classes = list(table.classes) if table is not None else []
+        lent = self._lent_elastic()
+        elastic = bool(lent) or self.elastic.version > 0
+        labels = [c.id for c in classes] + ([ELASTIC_CLASS] if elastic else [])
+        weights = {c.id: float(max(c.servers, 1)) for c in classes}
+        if elastic:
+            weights[ELASTIC_CLASS] = float(max(len(lent), 1))
+        self._write_capacity_scheduler(labels, weights, version)
+        if self._rm is not None and labels:
             with self._nodes_lock:
                 node_tenant = {n: r.tenant for n, r in self._nodes.items()}
-            node_labels = {n: table.tenant_class.get(t, "") for n, t in node_tenant.items()}
+            node_labels = {n: ELASTIC_CLASS if n in lent else (table.tenant_class.get(t, "") if table is not None else "")
+                           for n, t in node_tenant.items()}
             try:
                 self._rm.push(labels, node_labels)
                 self.rm_status["pushes"] += 1

@@ -48,3 +48,39 @@ def test_bad_elastic_sets_name_the_field(doc: dict[str, object], field: str) -> 
     with pytest.raises(RequestError) as err:
         parse_elastic_set(doc)
     assert err.value.field == field
+
+
+def test_elastic_servers_are_a_class_for_jobs_and_a_yarn_queue(tmp_path: Path) -> None:
+    """Issue 15: lent elastic servers are their own class for class selection (even before any
+    class table) and get the ``elastic`` label and queue in capacity-scheduler.xml; revoked, they go."""
+    import time
+
+    from tests.server.conftest import report, start_server
+
+    xml = tmp_path / "capacity-scheduler.xml"
+    srv = start_server(tmp_path / "data", "--compact-interval-s", "1", "--recluster-interval-s", "0",
+                       "--capacity-scheduler-file", str(xml))
+    job = {"name": "q", "last_duration_s": 7200.0, "vertices": {"Map 1": {"tasks": 20}}}
+    try:
+        now = time.time()
+        reps = [report(f"e{i}", "ras-buffer", now, seq=1, cpu=0.1) for i in range(4)]
+        assert srv.call("POST", "/v1/reports", {"reports": reps})[0] == 202
+        assert srv.call("POST", "/v1/jobs/select", job, token=None)[0] == 409  # no class, nothing lent
+        status, doc = srv.call("PUT", "/v1/harvestable", {"version": 1, "nodes": ["e0", "e1", "e2", "e3"]})
+        assert status == 200 and doc["applied"]
+        status, sel = srv.call("POST", "/v1/jobs/select?explain=1", job, token=None)
+        assert status == 200 and sel["classes"] == ["elastic"] and sel["node_label"] == "elastic"
+        (cand,) = sel["explain"]["candidates"]
+        assert cand["cores"] == 32.0 and cand["current_cpu"] < 0.05  # 4 idle 8-core servers
+        text = xml.read_text()
+        assert "elastic" in text and "DominantResourceCalculator" in text
+        assert srv.call("GET", "/v1/nodes/e0")[1]["label"] == "elastic"
+        # Everything revoked: no class for jobs any more; the queue stays (YARN will not drop a
+        # running queue on a refresh) and no node carries the label.
+        revs = [{"id": i + 1, "node": f"e{i}", "reason": "MSB down"} for i in range(4)]
+        assert srv.call("PUT", "/v1/harvestable", {"version": 2, "nodes": [], "revocations": revs})[1]["applied"]
+        assert srv.call("POST", "/v1/jobs/select", job, token=None)[0] == 409
+        assert "elastic" in xml.read_text()
+        assert srv.call("GET", "/v1/nodes/e0")[1]["harvestable"] is False
+    finally:
+        srv.stop()
