@@ -79,7 +79,7 @@ class Insight:
     # -- placement ---------------------------------------------------------------------------------
     def replicas_detail(self, table: ClassTable | None, node_tenant: Mapping[str, str],
                         node_env: Mapping[str, str], targets: Sequence[str]) -> list[dict[str, Any]]:
-        grid = dict(table.grid) if table is not None and table.grid is not None else {}
+        grid: Mapping[str, Any] = table.grid if table is not None and table.grid is not None else {}
         out = []
         for t in targets:
             tenant = node_tenant.get(t, "")

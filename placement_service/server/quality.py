@@ -55,37 +55,44 @@ def diversity_of(rows: Sequence[int | None], columns: Sequence[int | None], envi
 
 
 class QualityTracker:
-    """Rolling shares over the last ``window`` blocks; thread-safe."""
+    """Rolling shares over the last ``window`` blocks; thread-safe, O(1) per block (running sums
+    over the window, the block leaving the window subtracted)."""
+
+    _KEYS = ("rows", "columns", "environments", "full", "relaxed")
 
     def __init__(self, window: int = 10_000) -> None:
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
-        self._recent: deque[Diversity] = deque(maxlen=window)
+        self._recent: deque[Diversity] = deque()
+        self._window = window
+        self._sums = dict.fromkeys(self._KEYS, 0)
         self._lock = threading.Lock()
         self.total_blocks = 0
         self.total_relaxed = 0
 
+    @staticmethod
+    def _flags(d: Diversity) -> tuple[bool, ...]:
+        return d.rows, d.columns, d.environments, d.full, d.relaxed
+
     def record(self, d: Diversity) -> None:
         with self._lock:
             self._recent.append(d)
+            for k, v in zip(self._KEYS, self._flags(d), strict=True):
+                self._sums[k] += v
+            if len(self._recent) > self._window:
+                old = self._recent.popleft()
+                for k, v in zip(self._KEYS, self._flags(old), strict=True):
+                    self._sums[k] -= v
             self.total_blocks += 1
             self.total_relaxed += int(d.relaxed)
 
     def shares(self) -> dict[str, float]:
         with self._lock:
-            recent = list(self._recent)
-        n = len(recent)
+            n = len(self._recent)
+            sums = dict(self._sums)
         if n == 0:
-            return {"blocks": 0.0, "rows": math.nan, "columns": math.nan, "environments": math.nan,
-                    "full": math.nan, "relaxed": math.nan}
-        return {
-            "blocks": float(n),
-            "rows": sum(d.rows for d in recent) / n,
-            "columns": sum(d.columns for d in recent) / n,
-            "environments": sum(d.environments for d in recent) / n,
-            "full": sum(d.full for d in recent) / n,
-            "relaxed": sum(d.relaxed for d in recent) / n,
-        }
+            return {"blocks": 0.0, **dict.fromkeys(self._KEYS, math.nan)}
+        return {"blocks": float(n), **{k: sums[k] / n for k in self._KEYS}}
 
 
 @dataclass(frozen=True)
