@@ -1,0 +1,97 @@
+"""Replica placement chooses the rest of a round jointly: a block relaxes only when no assignment
+under all rules (distinct rows, columns and environments; usable, distinct servers) exists.
+
+The brute force below enumerates every assignment of the block's servers on small grids with shared
+environments and busy servers, and is compared with the placer's ``relaxed`` flag.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from placement_service.core.placement import ReplicaPlacer
+from placement_service.core.types import GridCell, PlacementError
+from tests.core.test_placement import BLOCK_MB, Cluster, clusters, make_inventory
+
+
+def _assignment_exists(c: Cluster, placer: ReplicaPlacer, writer: str | None, replicas: int) -> bool:
+    usable = [
+        s
+        for s in c.inventory.server
+        if placer.free_mb(s) >= BLOCK_MB and s not in c.busy and s not in c.excluded
+    ]
+    in_grid = [s for s in usable if c.cell_of(s) is not None]
+    fixed: tuple[str, ...] = (writer,) if writer in usable else ()
+    for rest in itertools.combinations([s for s in in_grid if s not in fixed], replicas - len(fixed)):
+        block = fixed + rest
+        cells = [g for s in block if (g := c.cell_of(s)) is not None]
+        if (
+            len({c.env_of(s) for s in block}) == len(block)
+            and len({g.reimage_row for g in cells}) == len(cells)
+            and len({g.peak_column for g in cells}) == len(cells)
+        ):
+            return True
+    return False
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(c=clusters(max_tenants=10), replicas=st.integers(2, 3), seed=st.integers(0, 2**16))
+def test_relaxes_exactly_when_brute_force_finds_no_assignment(c: Cluster, replicas: int, seed: int) -> None:
+    placer = ReplicaPlacer(c.inventory, c.grid, seed=seed)
+    for s in c.busy:
+        placer.set_busy(s, True)
+    rng = np.random.default_rng(seed)
+    for writer in c.writers:
+        exists = _assignment_exists(c, placer, writer, replicas)
+        try:
+            res = placer.place(writer, replicas, excluded=c.excluded, rng=rng)
+        except PlacementError:
+            assert not exists
+            event("too few servers")
+            continue
+        event(f"assignment exists: {exists}")
+        assert res.relaxed == (not exists), (writer, res)
+
+
+def _one_tenant_cell() -> Cluster:
+    """Writer in (0, 0). Cell (2, 2) has one tenant, in environment X, which tenant a of cell (1, 1)
+    shares: replicas on (1, 1) and (2, 2) work only with b (environment Y) on (1, 1). The other
+    pair of cells, (1, 2) and (2, 1), always works."""
+    tenants = {
+        "w": ((0, 0), "W"),
+        "a": ((1, 1), "X"),
+        "b": ((1, 1), "Y"),
+        "c": ((2, 2), "X"),
+        "d": ((1, 2), "X"),
+        "f": ((2, 1), "Z"),
+    }
+    rows = [(f"{t}-s{k}", t, env, "r0", 100.0) for t, (_, env) in tenants.items() for k in range(2)]
+    grid = {t: GridCell(*cell) for t, (cell, _) in tenants.items()}
+    return Cluster(make_inventory(rows), grid, set(), set(), ["w-s0"])
+
+
+def test_single_tenant_cell_sharing_an_environment_never_relaxes() -> None:
+    c = _one_tenant_cell()
+    relaxed = 0
+    for seed in range(200):
+        placer = ReplicaPlacer(c.inventory, c.grid, seed=seed)
+        res = placer.place("w-s0", 3)
+        relaxed += res.relaxed
+        assert len({c.env_of(s) for s in res.targets}) == 3
+    assert relaxed == 0
+
+
+def test_busy_servers_count_in_the_joint_choice() -> None:
+    # As above, but b's servers are busy: only (1, 2) + (2, 1) is left, and it is always found.
+    c = _one_tenant_cell()
+    for seed in range(100):
+        placer = ReplicaPlacer(c.inventory, c.grid, seed=seed)
+        placer.set_busy("b-s0", True)
+        placer.set_busy("b-s1", True)
+        res = placer.place("w-s0", 3)
+        assert not res.relaxed, res.reason
+        assert {c.tenant_of(s) for s in res.targets[1:]} == {"d", "f"}
