@@ -45,7 +45,8 @@ no step scans all servers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
 
@@ -60,6 +61,7 @@ from placement_service.core.placement_base import (
     _Uniforms,
     pick_from,
 )
+from placement_service.core.placement_batch import BatchPlacement, place_many
 from placement_service.core.types import GridCell, Inventory, PlacementError, PolicyError
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "N_SIDE",
     "PlacementConfig",
     "PlacementResult",
+    "BatchPlacement",
     "PlacerBase",
     "ReplicaPlacer",
     "pick_from",
@@ -86,6 +89,19 @@ _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (
     (False, False, True, "row and column"),
     (False, False, False, "row, column and environment"),
 )
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """Live state of a ``ReplicaPlacer`` for the batch placer (pools and lists are not copies)."""
+
+    server_cell: np.ndarray
+    server_tenant: np.ndarray
+    tenant_env: np.ndarray
+    cell_pools: list[_Pool]
+    tenant_pools: list[_Pool]
+    usable: list[bool]
+    free_mb: list[float]
 
 
 class ReplicaPlacer(PlacerBase):
@@ -145,6 +161,7 @@ class ReplicaPlacer(PlacerBase):
         self._cell_env_active: list[dict[int, int]] = [
             {e: len(ts) for e, ts in d.items()} for d in self._cell_env_tenants
         ]
+        self._static: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._init_usable()
 
     def _on_change(self, s: int, usable: bool) -> None:
@@ -172,6 +189,27 @@ class ReplicaPlacer(PlacerBase):
                         del active[e]
                     else:
                         active[e] -= 1
+
+    def batch_view(self) -> BatchView:
+        """The state the batch placer reads (``core.placement_batch``); static arrays built once."""
+        if self._static is None:
+            self._static = (
+                np.asarray(self._server_cell, dtype=np.int64),
+                np.asarray(self._server_tenant, dtype=np.int64),
+                np.asarray(self._tenant_env, dtype=np.int64),
+            )
+        cell, tenant, env = self._static
+        return BatchView(cell, tenant, env, self._cell_pool, self._tenant_pool, self._usable, self._free_mb)
+
+    def place_many(
+        self, writers: Sequence[str | None], replicas: int, *, rng: np.random.Generator | None = None
+    ) -> BatchPlacement:
+        """Place one new block per writer (None or an unknown name: no writer), in order, under the
+        rules of :meth:`place`; vectorized over the blocks (see ``core.placement_batch``). A block
+        that cannot be placed is marked ``failed`` with the reason; the others are allocated."""
+        idx = self._index
+        w = np.fromiter((idx.get(x, -1) if x is not None else -1 for x in writers), np.int64, len(writers))
+        return place_many(self, w, replicas, rng if rng is not None else self._rng)
 
     def cells_with_space(self) -> list[GridCell]:
         """Grid cells that hold at least one usable server."""
@@ -277,12 +315,14 @@ class ReplicaPlacer(PlacerBase):
         if k <= 1:
             return self._pick_cell_server(draw, st, True, True, True, ahead)
         rows, cols, free = st.rows, st.cols, st.cell_free
-        cands = [c for c in range(N_CELLS) if free[c] > 0 and not rows & _ROW_BIT[c] and not cols & _COL_BIT[c]]
+        cands = [
+            c for c in range(N_CELLS) if free[c] > 0 and not rows & _ROW_BIT[c] and not cols & _COL_BIT[c]
+        ]
         allowed = {c: self._allowed_envs(c, st, k) for c in cands}
         if all(a is None for a in allowed.values()):
             return self._pick_cell_server(draw, st, True, True, True, ahead)
-        cands = [c for c in cands if allowed[c] is None or allowed[c]]
-        plans = [p for p in combinations(cands, k) if _transversal(p) and _hall([allowed[c] for c in p])]
+        mask = sum(_CELL_BIT[c] for c in cands if allowed[c] is None or allowed[c])
+        plans = [p for p in _transversals(mask, k) if _hall([allowed[c] for c in p])]
         if not plans:
             return self._pick_cell_server(draw, st, True, True, True, 0)
         good = sorted({c for p in plans for c in p})
@@ -437,6 +477,13 @@ def _completable(space: int, rows: int, cols: int, k: int) -> bool:
     return False
 
 
+@lru_cache(maxsize=2048)
+def _transversals(cells: int, k: int) -> tuple[tuple[int, ...], ...]:
+    """Every set of ``k`` cells of the bitmask ``cells`` in pairwise distinct rows and columns."""
+    members = [c for c in range(N_CELLS) if cells & _CELL_BIT[c]]
+    return tuple(p for p in combinations(members, k) if _transversal(p))
+
+
 def _transversal(cells: tuple[int, ...]) -> bool:
     """Whether the cells lie in pairwise distinct rows and columns."""
     rows = cols = 0
@@ -453,6 +500,8 @@ def _hall(allowed: list[frozenset[int] | None]) -> bool:
     cell has at least ``len(allowed)`` environments, so no subset containing it can fail."""
     exact = [a for a in allowed if a is not None]
     n = len(exact)
+    if n <= 1:
+        return all(exact)
     for mask in range(1, 1 << n):
         members = [exact[i] for i in range(n) if mask >> i & 1]
         if len(frozenset().union(*members)) < len(members):

@@ -192,6 +192,19 @@ class PlacerBase:
         self._free_mb[s] = self._cap_mb[s]
         self._update(s)
 
+    def server_index(self, server: str) -> int:
+        """The inventory row of a server (PolicyError when unknown)."""
+        return self._server(server)
+
+    def allocate_blocks(self, servers: np.ndarray) -> None:
+        """Take one block of space on each entry of ``servers`` (inventory rows; repeats allowed).
+        The caller has checked that each server has room for all of its entries."""
+        counts = np.bincount(np.asarray(servers, dtype=np.int64), minlength=len(self._cap_mb))
+        block = self._block
+        for s in np.flatnonzero(counts).tolist():
+            self._free_mb[s] -= block * int(counts[s])
+            self._update(s)
+
     def free_mb(self, server: str) -> float:
         """Free space of a server (MB)."""
         return self._free_mb[self._server(server)]

@@ -95,3 +95,60 @@ def test_busy_servers_count_in_the_joint_choice() -> None:
         res = placer.place("w-s0", 3)
         assert not res.relaxed, res.reason
         assert {c.tenant_of(s) for s in res.targets[1:]} == {"d", "f"}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    c=clusters(max_tenants=12), replicas=st.integers(1, 4), seed=st.integers(0, 2**16), dup=st.integers(1, 30)
+)
+def test_place_many_keeps_every_rule(c: Cluster, replicas: int, seed: int, dup: int) -> None:
+    placer = ReplicaPlacer(c.inventory, c.grid, seed=seed)
+    for s in c.busy:
+        placer.set_busy(s, True)
+    cap = {s: placer.free_mb(s) for s in c.inventory.server}
+    writers = (c.writers * dup)[:60]  # the same writers again and again: space runs out mid-batch
+    batch = placer.place_many(writers, replicas, rng=np.random.default_rng(seed))
+    used = dict.fromkeys(c.inventory.server, 0.0)
+    for b, writer in enumerate(writers):
+        names = batch.names(c.inventory.server, b)
+        if batch.failed[b]:
+            assert names == () and "found" in batch.reasons[b]
+            continue
+        assert len(names) == replicas == len(set(names))
+        assert not set(names) & c.busy
+        for s in names:
+            used[s] += BLOCK_MB
+        if not batch.relaxed[b]:
+            assert len({c.env_of(s) for s in names}) == replicas
+            cells = [g for s in names if (g := c.cell_of(s)) is not None]
+            head = cells[:3]
+            assert len({g.reimage_row for g in head}) == len(head)
+            assert len({g.peak_column for g in head}) == len(head)
+        else:
+            assert batch.reasons[b]
+        del writer
+    for s in c.inventory.server:  # space taken exactly once per replica, never over the disk
+        assert placer.free_mb(s) == cap[s] - used[s] >= 0.0
+
+
+def test_place_many_on_a_full_grid_is_diverse_and_local() -> None:
+    rows, grid = [], {}
+    for cell in range(9):
+        for j in range(4):
+            tenant = f"c{cell}-t{j}"
+            grid[tenant] = GridCell(cell // 3, cell % 3)
+            rows.extend((f"{tenant}-s{k}", tenant, f"env-{tenant}", "r0", 20.0) for k in range(3))
+    inv = make_inventory(rows)
+    placer = ReplicaPlacer(inv, grid, seed=5)
+    rng = np.random.default_rng(5)
+    writers = [inv.server[i] for i in rng.integers(0, len(inv), 1500)]
+    batch = placer.place_many(writers, 3, rng=rng)
+    placed = ~batch.failed
+    assert placed.all() and not batch.relaxed[placed].any()
+    for b in np.flatnonzero(placed).tolist():
+        names = batch.names(inv.server, b)
+        if b < 100:
+            assert names[0] == writers[b]  # early blocks: every writer still has space
+        cells = [grid[inv.tenant[inv.server.index(s)]] for s in names]
+        assert len({g.reimage_row for g in cells}) == 3 and len({g.peak_column for g in cells}) == 3
+    assert min(placer.free_mb(s) for s in inv.server) >= 0.0
