@@ -149,7 +149,7 @@ def system_grids(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> di
 
 def year_of_reimages(dc: SimDatacenter, days: float, rng: np.random.Generator) -> ReimageSchedule:
     if dc.reimages is None:
-        return ReimageSchedule(np.zeros(0), np.zeros(0, dtype=np.int64))
+        return ReimageSchedule(np.zeros(0), np.zeros(0, dtype=np.int64), "none", 0.0)
     span = dc.reimage_window_s or dc.series.n_slots * dc.series.interval_s
     return extend_reimages(dc.reimages, dc.inventory, days, rng, window_start_s=dc.series.start_s, window_s=span)
 
@@ -189,6 +189,7 @@ def run_durability(
                 rec: Record = {
                     "experiment": "durability", "datacenter": dc.name, "system": system.value,
                     "replicas": r, "run": run, "seed": seed,
+                    "reimages": schedule.how, "reimage_source_days": schedule.source_span_s / 86400.0,
                 }
                 rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
                 records.append(rec)
