@@ -114,6 +114,7 @@ class ReplicaPlacer(PlacerBase):
         *,
         config: PlacementConfig = PlacementConfig(),  # noqa: B008 - frozen, shared safely
         seed: int = 0,
+        busy_hours: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__(inventory, config, seed)
         names: dict[str, int] = {}
@@ -162,6 +163,12 @@ class ReplicaPlacer(PlacerBase):
             {e: len(ts) for e, ts in d.items()} for d in self._cell_env_tenants
         ]
         self._static: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # Optional time structure: bit h of a tenant's mask = it has been busy at hour-of-day h.
+        # When given, a block's replicas prefer tenants whose busy hours do not overlap (see
+        # ``_pick_in_cell``); all other rules are unchanged.
+        self._busy_hours: list[int] | None = None
+        if busy_hours is not None:
+            self._busy_hours = [int(busy_hours.get(t, 0)) for t in tenants]
         self._init_usable()
 
     def _on_change(self, s: int, usable: bool) -> None:
@@ -190,6 +197,11 @@ class ReplicaPlacer(PlacerBase):
                     else:
                         active[e] -= 1
 
+    @property
+    def uses_busy_hours(self) -> bool:
+        """Whether replicas prefer tenants with disjoint busy hours (the batch path does not)."""
+        return self._busy_hours is not None
+
     def batch_view(self) -> BatchView:
         """The state the batch placer reads (``core.placement_batch``); static arrays built once."""
         if self._static is None:
@@ -210,6 +222,12 @@ class ReplicaPlacer(PlacerBase):
         idx = self._index
         w = np.fromiter((idx.get(x, -1) if x is not None else -1 for x in writers), np.int64, len(writers))
         return place_many(self, w, replicas, rng if rng is not None else self._rng)
+
+    def place_many_indices(
+        self, writers: np.ndarray, replicas: int, *, rng: np.random.Generator | None = None
+    ) -> BatchPlacement:
+        """:meth:`place_many` with writers as inventory rows (-1: no writer)."""
+        return place_many(self, np.asarray(writers, dtype=np.int64), replicas, rng if rng is not None else self._rng)
 
     def cells_with_space(self) -> list[GridCell]:
         """Grid cells that hold at least one usable server."""
@@ -293,6 +311,8 @@ class ReplicaPlacer(PlacerBase):
         """Note a replica on server ``s``: its environment, row and column are used from now on."""
         st.taken.add(s)
         st.envs.add(self._tenant_env[self._server_tenant[s]])
+        if self._busy_hours is not None:
+            st.busy |= self._busy_hours[self._server_tenant[s]]
         c = self._server_cell[s]
         if c >= 0:
             st.rows |= _ROW_BIT[c]
@@ -305,6 +325,17 @@ class ReplicaPlacer(PlacerBase):
             st.cols = 0
 
     def _pick_next(self, draw: _Uniforms, st: _Block, ahead: int) -> int | None:
+        """``_pick_next_once``; with busy hours, first among tenants not busy when the block's
+        replicas are (the same rules otherwise), then among all."""
+        if self._busy_hours is not None and st.busy:
+            st.prefer = True
+            s = self._pick_next_once(draw, st, ahead)
+            st.prefer = False
+            if s is not None:
+                return s
+        return self._pick_next_once(draw, st, ahead)
+
+    def _pick_next_once(self, draw: _Uniforms, st: _Block, ahead: int) -> int | None:
         """A server for the next replica under all rules, leaving ``ahead`` more of the round placeable.
 
         When no assignment of the ``ahead + 1`` replicas exists, falls back to the one-step choice
@@ -378,7 +409,8 @@ class ReplicaPlacer(PlacerBase):
         if ahead > 0 and len(cands) > 1:
             space = sum(_CELL_BIT[c] for c in range(N_CELLS) if free[c] > 0)
             good = [c for c in cands if _completable(space, rows | _ROW_BIT[c], cols | _COL_BIT[c], ahead)]
-            groups = [good, [c for c in cands if c not in good]]
+            # A preference (busy hours) never sends a replica to a cell that blocks the round.
+            groups = [good] if st.prefer and good else [good, [c for c in cands if c not in good]]
         else:
             groups = [cands]
         for group in groups:
@@ -395,6 +427,23 @@ class ReplicaPlacer(PlacerBase):
     def _pick_in_cell(
         self, c: int, draw: _Uniforms, st: _Block, keep_env: bool, env_ok: Callable[[int], bool] | None = None
     ) -> int | None:
+        """A usable server of a random allowed tenant of cell ``c`` (while ``st.prefer``: only a
+        tenant not busy at any hour the block's replicas are busy)."""
+        masks = self._busy_hours
+        if masks is not None and st.prefer:
+            busy = st.busy
+            return self._pick_tenant_server(c, draw, st, keep_env, env_ok, lambda t: not masks[t] & busy)
+        return self._pick_tenant_server(c, draw, st, keep_env, env_ok, None)
+
+    def _pick_tenant_server(
+        self,
+        c: int,
+        draw: _Uniforms,
+        st: _Block,
+        keep_env: bool,
+        env_ok: Callable[[int], bool] | None,
+        tenant_ok: Callable[[int], bool] | None,
+    ) -> int | None:
         pool = self._cell_pool[c]
         n = pool.n
         if n == 0:
@@ -404,6 +453,8 @@ class ReplicaPlacer(PlacerBase):
             t = items[draw.index(n)]
             if keep_env and tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
                 continue
+            if tenant_ok is not None and not tenant_ok(t):
+                continue
             s = pick_from(self._tenant_pool[t], draw, st.taken)
             if s is not None:
                 return s
@@ -411,6 +462,8 @@ class ReplicaPlacer(PlacerBase):
         for j in range(n):
             t = items[(start + j) % n]
             if keep_env and tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
+                continue
+            if tenant_ok is not None and not tenant_ok(t):
                 continue
             s = pick_from(self._tenant_pool[t], draw, st.taken)
             if s is not None:
@@ -439,7 +492,7 @@ class ReplicaPlacer(PlacerBase):
 class _Block:
     """Per-call state of one block's placement."""
 
-    __slots__ = ("cell_free", "taken", "rows", "cols", "envs", "count")
+    __slots__ = ("cell_free", "taken", "rows", "cols", "envs", "count", "busy", "prefer")
 
     def __init__(self, cell_free: list[int], taken: set[int]) -> None:
         self.cell_free = cell_free
@@ -448,6 +501,8 @@ class _Block:
         self.cols = 0
         self.envs: set[int] = set()
         self.count = 0
+        self.busy = 0  # OR of the busy-hour masks of the block's replicas so far
+        self.prefer = False  # pick only tenants whose busy hours miss ``busy``
 
 
 _ROW_BIT = tuple(1 << (c // N_SIDE) for c in range(N_CELLS))

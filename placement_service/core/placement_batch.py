@@ -84,7 +84,7 @@ def place_many(
             f"place_many: writer index out of range (inventory has {len(placer.inventory)} servers)"
         )
     done = np.zeros(n, dtype=bool)
-    if n and replicas <= 3 and placer.config.forget_every >= replicas:
+    if n and replicas <= 3 and placer.config.forget_every >= replicas and not placer.uses_busy_hours:
         done = _vectorized(placer, w, replicas, rng, targets)
     names = placer.inventory.server
     for b in np.flatnonzero(~done).tolist():

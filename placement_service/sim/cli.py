@@ -115,7 +115,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--repair-blocks-per-hour", type=float, default=30.0)
     p.add_argument("--block-size-mb", type=float, default=256.0)
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-risk (experimental: HDFS-H with "
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
     p.set_defaults(func=_durability)
 
@@ -131,7 +131,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--busy-cpu", type=float, default=None, help="busy threshold (default 1 - reserve)")
     p.add_argument("--block-size-mb", type=float, default=256.0)
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-risk (experimental: HDFS-H with "
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
     p.set_defaults(func=_availability)
 

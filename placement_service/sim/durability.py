@@ -5,7 +5,8 @@ of ``step_s`` (default one hour); in each step, in order:
 
 1. **Creations**: the blocks created in the step (creation times uniform over the simulated span,
    writers uniform over the servers) get their replicas from the placer (the policy core's
-   ``ReplicaPlacer`` or ``StockPlacer``: same code as the service).
+   ``ReplicaPlacer`` or ``StockPlacer``: same code as the service); HDFS-H places the step's blocks
+   in one ``place_many_indices`` call (the core's vectorized batch placement, same rules).
 2. **Reimages**: a reimaged server loses every replica on its disk (``rep`` entries set to -1) and
    its space is free again (``reset_server``). A block with no replica left is lost for good;
    the others join the re-replication queue.
@@ -125,6 +126,7 @@ def simulate_durability(
     """One (system, replicas) run; ``placer_factory()`` returns a fresh core placer for ``system``."""
     wall0 = time.perf_counter()
     placer = placer_factory()
+    batch = getattr(placer, "place_many_indices", None)  # ReplicaPlacer's batch placement
     n = dc.n_servers
     names = dc.inventory.server
     index = dc.inventory.index()
@@ -149,29 +151,40 @@ def simulate_durability(
         # 1. creations.
         stop = int(np.searchsorted(create_t, t1, side="left"))
         if stop > next_block:
-            done_b: list[int] = []
-            done_k: list[int] = []
-            done_s: list[int] = []
-            for b, w in zip(range(next_block, stop), writer[next_block:stop].tolist(), strict=True):
-                try:
-                    res = placer.place(names[w], replicas, rng=place_rng)
-                except PlacementError:
-                    failed += 1
-                    continue
-                relaxed += res.relaxed
-                for k, name in enumerate(res.targets):
-                    done_b.append(b)
-                    done_k.append(k)
-                    done_s.append(index[name])
-            bb = np.array(done_b, dtype=np.int64)
-            ss = np.array(done_s, dtype=np.int32)
-            rep[bb, np.array(done_k, dtype=np.int64)] = ss
+            if batch is not None:  # HDFS-H: the whole step's blocks in one vectorized call
+                placed = batch(writer[next_block:stop], replicas, rng=place_rng)
+                ok = ~placed.failed
+                failed += int(placed.failed.sum())
+                relaxed += int(placed.relaxed.sum())
+                m = int(ok.sum())
+                bb = np.repeat(np.arange(next_block, stop)[ok], replicas)
+                kk = np.tile(np.arange(replicas, dtype=np.int64), m)
+                ss = placed.targets[ok].reshape(-1).astype(np.int32)
+            else:
+                done_b: list[int] = []
+                done_k: list[int] = []
+                done_s: list[int] = []
+                for b, w in zip(range(next_block, stop), writer[next_block:stop].tolist(), strict=True):
+                    try:
+                        res = placer.place(names[w], replicas, rng=place_rng)
+                    except PlacementError:
+                        failed += 1
+                        continue
+                    relaxed += res.relaxed
+                    for k, name in enumerate(res.targets):
+                        done_b.append(b)
+                        done_k.append(k)
+                        done_s.append(index[name])
+                bb = np.array(done_b, dtype=np.int64)
+                kk = np.array(done_k, dtype=np.int64)
+                ss = np.array(done_s, dtype=np.int32)
+            rep[bb, kk] = ss
             created = np.arange(next_block, stop)
             alive[created] = (rep[created] >= 0).sum(axis=1)
             short = created[(alive[created] > 0) & (alive[created] < replicas)]
             queued[short] = True
             queue = np.concatenate([queue, short])
-            idx.log(bb * replicas + np.array(done_k, dtype=np.int64), ss)
+            idx.log(bb * replicas + kk, ss)
             next_block = stop
         # 2. reimages.
         stop_r = int(np.searchsorted(reimages.time_s, t1, side="left"))

@@ -152,3 +152,56 @@ def test_place_many_on_a_full_grid_is_diverse_and_local() -> None:
         cells = [grid[inv.tenant[inv.server.index(s)]] for s in names]
         assert len({g.reimage_row for g in cells}) == 3 and len({g.peak_column for g in cells}) == 3
     assert min(placer.free_mb(s) for s in inv.server) >= 0.0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    c=clusters(max_tenants=10),
+    replicas=st.integers(2, 3),
+    seed=st.integers(0, 2**16),
+    masks=st.lists(st.integers(0, 7), min_size=10, max_size=10),
+)
+def test_busy_hour_preference_keeps_the_joint_rule(
+    c: Cluster, replicas: int, seed: int, masks: list[int]
+) -> None:
+    busy_hours = {f"t{i}": m for i, m in enumerate(masks)}
+    placer = ReplicaPlacer(c.inventory, c.grid, seed=seed, busy_hours=busy_hours)
+    for s in c.busy:
+        placer.set_busy(s, True)
+    rng = np.random.default_rng(seed)
+    for writer in c.writers:
+        exists = _assignment_exists(c, placer, writer, replicas)
+        try:
+            res = placer.place(writer, replicas, excluded=c.excluded, rng=rng)
+        except PlacementError:
+            assert not exists
+            continue
+        assert res.relaxed == (not exists), (writer, res)
+
+
+def test_busy_hours_keep_a_blocks_replicas_on_tenants_not_busy_together() -> None:
+    # Every cell holds a tenant busy in the morning (bit 0) and one busy in the evening (bit 1).
+    rows, grid, busy_hours = [], {}, {}
+    for cell in range(9):
+        for j, mask in enumerate((0b01, 0b10)):
+            tenant = f"c{cell}-t{j}"
+            grid[tenant] = GridCell(cell // 3, cell % 3)
+            busy_hours[tenant] = mask
+            rows.extend((f"{tenant}-s{k}", tenant, f"env-{tenant}", "r0", 100.0) for k in range(2))
+    inv = make_inventory(rows)
+    tenant_of = dict(zip(inv.server, inv.tenant, strict=True))
+    plain = ReplicaPlacer(inv, grid, seed=3)
+    timed = ReplicaPlacer(inv, grid, seed=3, busy_hours=busy_hours)
+    rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+    all_busy_plain = all_busy_timed = 0
+    for i in range(300):
+        writer = inv.server[i % len(inv)]
+        for placer, rng in ((plain, rng_a), (timed, rng_b)):
+            res = placer.place(writer, 2, rng=rng)
+            assert not res.relaxed
+            both = busy_hours[tenant_of[res.targets[0]]] & busy_hours[tenant_of[res.targets[1]]]
+            if placer is plain:
+                all_busy_plain += both != 0
+            else:
+                all_busy_timed += both != 0
+    assert all_busy_timed == 0 and all_busy_plain > 100  # about half of the blocks without the profiles
