@@ -122,8 +122,12 @@ def simulate_durability(
     create_rng: np.random.Generator,
     place_rng: np.random.Generator,
     repair_rng: np.random.Generator,
+    on_wipe: Callable[[float, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
 ) -> DurabilityResult:
-    """One (system, replicas) run; ``placer_factory()`` returns a fresh core placer for ``system``."""
+    """One (system, replicas) run; ``placer_factory()`` returns a fresh core placer for ``system``.
+
+    ``on_wipe(time_s, blocks, servers, lost)``: called at each step with reimages, with every replica
+    they wiped (block and server, one entry per replica) and the blocks lost by it (for analysis)."""
     wall0 = time.perf_counter()
     placer = placer_factory()
     batch = getattr(placer, "place_many_indices", None)  # ReplicaPlacer's batch placement
@@ -195,11 +199,14 @@ def simulate_durability(
                 placer.reset_server(names[s])
             pos = idx.on_servers(hit)
             if pos.size:
+                wiped = idx.flat[pos].copy()
                 idx.flat[pos] = -1
                 blocks, counts = np.unique(pos // replicas, return_counts=True)
                 alive[blocks] -= counts.astype(np.int8)
                 dead = blocks[(alive[blocks] == 0) & ~lost[blocks]]
                 lost[dead] = True
+                if on_wipe is not None:
+                    on_wipe(t1, pos // replicas, wiped.astype(np.int64), dead)
                 hurt = blocks[(alive[blocks] > 0) & ~queued[blocks]]
                 queued[hurt] = True
                 queue = np.concatenate([queue, hurt])
