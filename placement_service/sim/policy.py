@@ -133,10 +133,10 @@ class HdfsSystem(StrEnum):
     H_HOURS = "HDFS-H-hours"  # beyond the paper: HDFS-H + replicas on tenants not busy at the same hours
 
 
-BUSY_PROFILE_MARGIN_CPU = 0.1
+BUSY_PROFILE_MARGIN_CPU = 0.0
 """HDFS-H-hours counts a tenant as busy at an hour when its CPU came within this of the busy
 threshold there (the history is a sample: a margin keeps near-busy hours in the profile)."""
-BUSY_PROFILE_MIN_SHARE = 0.0
+BUSY_PROFILE_MIN_SHARE = 0.05
 """... in more than this share of the history's samples at that hour of day (0: any sample)."""
 
 
