@@ -61,7 +61,7 @@ from placement_service.core.placement_base import (
     _Uniforms,
     pick_from,
 )
-from placement_service.core.placement_batch import BatchPlacement, place_many
+from placement_service.core.placement_batch import BatchPlacement, place_many, place_one_more
 from placement_service.core.types import GridCell, Inventory, PlacementError, PolicyError
 
 __all__ = [
@@ -228,6 +228,13 @@ class ReplicaPlacer(PlacerBase):
     ) -> BatchPlacement:
         """:meth:`place_many` with writers as inventory rows (-1: no writer)."""
         return place_many(self, np.asarray(writers, dtype=np.int64), replicas, rng if rng is not None else self._rng)
+
+    def place_one_more_indices(
+        self, holders: np.ndarray, *, rng: np.random.Generator | None = None
+    ) -> BatchPlacement:
+        """Re-replication of many blocks: one new replica each, given each block's surviving
+        replicas (``holders[b]``: inventory rows, -1 padded); see ``core.placement_batch``."""
+        return place_one_more(self, holders, rng if rng is not None else self._rng)
 
     def cells_with_space(self) -> list[GridCell]:
         """Grid cells that hold at least one usable server."""

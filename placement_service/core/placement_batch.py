@@ -189,3 +189,98 @@ def _vectorized(
     placed = np.zeros(len(w), dtype=bool)
     placed[blocks] = True
     return placed
+
+
+def place_one_more(placer: ReplicaPlacer, holders: np.ndarray, rng: np.random.Generator) -> BatchPlacement:
+    """Re-replication in a batch: one new replica for each row of ``holders`` (inventory rows of
+    the block's surviving replicas, -1 padded), under the rules of ``place(None, 1, existing=...)``.
+
+    Vectorized when a block's two survivors sit in grid cells of distinct rows and columns (the
+    third cell of the round is then fixed: the remaining row and column) and the round has room:
+    a random usable tenant of that cell whose environment is not a survivor's (redrawn a few
+    times), a random usable server of it, space ranked as in ``place_many``. Every other block goes
+    through ``place`` after the vectorized ones are committed.
+    """
+    h = np.asarray(holders, dtype=np.int64)
+    n = h.shape[0]
+    targets = np.full((n, 1), -1, dtype=np.int64)
+    relaxed = np.zeros(n, dtype=bool)
+    failed = np.zeros(n, dtype=bool)
+    reasons = [""] * n
+    done = np.zeros(n, dtype=bool)
+    if n and h.shape[1] >= 2 and placer.config.forget_every == 3 and not placer.uses_busy_hours:
+        done = _vectorized_one_more(placer, h, rng, targets)
+    names = placer.inventory.server
+    for b in np.flatnonzero(~done).tolist():
+        existing = [names[x] for x in h[b].tolist() if x >= 0]
+        try:
+            res = placer.place(None, 1, existing=existing, rng=rng)
+        except PlacementError as exc:
+            failed[b] = True
+            reasons[b] = str(exc)
+            continue
+        targets[b, 0] = placer.server_index(res.targets[0])
+        relaxed[b] = res.relaxed
+        reasons[b] = res.reason
+    return BatchPlacement(targets, relaxed, failed, reasons)
+
+
+def _vectorized_one_more(
+    placer: ReplicaPlacer, h: np.ndarray, rng: np.random.Generator, targets: np.ndarray
+) -> np.ndarray:
+    st = placer.batch_view()
+    usable = np.asarray(st.usable, dtype=bool)
+    slots = np.floor(np.asarray(st.free_mb) / placer.config.block_size_mb).astype(np.int64)
+    cell_n = np.array([p.n for p in st.cell_pools], dtype=np.int64)
+    ten_n = np.array([p.n for p in st.tenant_pools], dtype=np.int64)
+    cell_t, cell_off = _flat(st.cell_pools, cell_n)
+    ten_s, ten_off = _flat(st.tenant_pools, ten_n)
+    placed = np.zeros(h.shape[0], dtype=bool)
+    if len(cell_t) == 0 or len(ten_s) == 0:
+        return placed
+    alive = (h >= 0).sum(axis=1)
+    first_two = np.sort(np.where(h >= 0, h, np.iinfo(np.int64).max), axis=1)[:, :2]
+    ok = alive == 2
+    a = np.where(ok, first_two[:, 0], 0)
+    b = np.where(ok, first_two[:, 1], 0)
+    ca, cb = st.server_cell[a], st.server_cell[b]
+    ok &= (ca >= 0) & (cb >= 0)
+    ra, rb, ka, kb = ca // 3, cb // 3, ca % 3, cb % 3
+    ok &= (ra != rb) & (ka != kb)
+    cell = (3 - ra - rb) * 3 + (3 - ka - kb)
+    cell = np.where(ok, cell, 0)
+    ok &= cell_n[cell] > 0
+    blocks = np.flatnonzero(ok)
+    m = len(blocks)
+    if m == 0:
+        return placed
+    c = cell[blocks]
+    ea = st.tenant_env[st.server_tenant[a[blocks]]]
+    eb = st.tenant_env[st.server_tenant[b[blocks]]]
+    nc = np.maximum(cell_n[c], 1)
+    t = cell_t[np.minimum(cell_off[c] + (rng.random(m) * nc).astype(np.int64), len(cell_t) - 1)]
+    e = st.tenant_env[t]
+    for _ in range(_REDRAWS):
+        bad = (e == ea) | (e == eb)
+        if not bad.any():
+            break
+        j = np.flatnonzero(bad)
+        t[j] = cell_t[cell_off[c[j]] + (rng.random(len(j)) * nc[j]).astype(np.int64)]
+        e[j] = st.tenant_env[t[j]]
+    good = (e != ea) & (e != eb)
+    srv = ten_s[np.minimum(ten_off[t] + (rng.random(m) * ten_n[t]).astype(np.int64), len(ten_s) - 1)]
+    good &= usable[srv]
+    blocks, srv = blocks[good], srv[good]
+    order = np.argsort(srv, kind="stable")
+    srt = srv[order]
+    pos = np.arange(len(srt))
+    first = np.ones(len(srt), dtype=bool)
+    first[1:] = srt[1:] != srt[:-1]
+    rank = np.empty_like(pos)
+    rank[order] = pos - np.maximum.accumulate(np.where(first, pos, 0))
+    fits = rank < slots[srv]
+    blocks, srv = blocks[fits], srv[fits]
+    targets[blocks, 0] = srv
+    placer.allocate_blocks(srv)
+    placed[blocks] = True
+    return placed

@@ -6,7 +6,8 @@ of ``step_s`` (default one hour); in each step, in order:
 1. **Creations**: the blocks created in the step (creation times uniform over the simulated span,
    writers uniform over the servers) get their replicas from the placer (the policy core's
    ``ReplicaPlacer`` or ``StockPlacer``: same code as the service); HDFS-H places the step's blocks
-   in one ``place_many_indices`` call (the core's vectorized batch placement, same rules).
+   in one ``place_many_indices`` call (the core's vectorized batch placement, same rules), and
+   its re-replications of a step in one ``place_one_more_indices`` call.
 2. **Reimages**: a reimaged server loses every replica on its disk (``rep`` entries set to -1) and
    its space is free again (``reset_server``). A block with no replica left is lost for good;
    the others join the re-replication queue.
@@ -131,6 +132,7 @@ def simulate_durability(
     wall0 = time.perf_counter()
     placer = placer_factory()
     batch = getattr(placer, "place_many_indices", None)  # ReplicaPlacer's batch placement
+    repair_batch = getattr(placer, "place_one_more_indices", None)  # and its batch re-replication
     n = dc.n_servers
     names = dc.inventory.server
     index = dc.inventory.index()
@@ -233,16 +235,25 @@ def simulate_durability(
             got_b: list[int] = []
             got_k: list[int] = []
             got_s: list[int] = []
-            for b, row in zip(sel.tolist(), rep[sel].tolist(), strict=True):
-                holders = [names[x] for x in row if x >= 0]
-                try:
-                    res = placer.place(None, 1, existing=holders, rng=place_rng)
-                except PlacementError:
-                    failed += 1
-                    continue
-                got_b.append(b)
-                got_k.append(row.index(-1))
-                got_s.append(index[res.targets[0]])
+            if repair_batch is not None and sel.size:  # HDFS-H: the step's repairs in one call
+                rows_sel = rep[sel]
+                placed = repair_batch(rows_sel, rng=place_rng)
+                ok_r = ~placed.failed
+                failed += int(placed.failed.sum())
+                got_b = sel[ok_r].tolist()
+                got_k = np.argmax(rows_sel[ok_r] < 0, axis=1).tolist()
+                got_s = placed.targets[ok_r, 0].tolist()
+            else:
+                for b, row in zip(sel.tolist(), rep[sel].tolist(), strict=True):
+                    holders = [names[x] for x in row if x >= 0]
+                    try:
+                        res = placer.place(None, 1, existing=holders, rng=place_rng)
+                    except PlacementError:
+                        failed += 1
+                        continue
+                    got_b.append(b)
+                    got_k.append(row.index(-1))
+                    got_s.append(index[res.targets[0]])
             if got_b:
                 gb = np.array(got_b, dtype=np.int64)
                 gk = np.array(got_k, dtype=np.int64)

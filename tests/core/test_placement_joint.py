@@ -198,3 +198,38 @@ def test_busy_hours_keep_a_blocks_replicas_on_tenants_not_busy_together() -> Non
             else:
                 all_busy_timed += both != 0
     assert all_busy_timed == 0 and all_busy_plain > 100  # about half of the blocks without the profiles
+
+
+def test_batch_re_replication_keeps_every_rule() -> None:
+    rows, grid = [], {}
+    for cell in range(9):
+        for j in range(3):
+            tenant = f"c{cell}-t{j}"
+            grid[tenant] = GridCell(cell // 3, cell % 3)
+            env = f"env-{cell}-{j % 2}" if cell != 4 else "env-shared"  # cell (1, 1): one environment
+            rows.extend((f"{tenant}-s{k}", tenant, env, "r0", 1.0) for k in range(2))
+    inv = make_inventory(rows)
+    placer = ReplicaPlacer(inv, grid, seed=7)
+    rng = np.random.default_rng(7)
+    holders = np.full((400, 3), -1, dtype=np.int64)
+    for b in range(400):
+        picks = rng.choice(len(inv), size=int(rng.integers(1, 3)), replace=False)
+        holders[b, : picks.size] = picks
+    free_before = [placer.free_mb(s) for s in inv.server]
+    batch = placer.place_one_more_indices(holders, rng=rng)
+    used = np.zeros(len(inv))
+    for b in range(400):
+        if batch.failed[b]:
+            continue
+        new = int(batch.targets[b, 0])
+        used[new] += BLOCK_MB
+        survivors = [int(x) for x in holders[b] if x >= 0]
+        assert new not in survivors
+        if not batch.relaxed[b]:  # the new replica avoids the survivors' environments, rows and columns
+            cell = grid[inv.tenant[new]]
+            assert inv.environment[new] not in {inv.environment[s] for s in survivors}
+            assert cell.reimage_row not in {grid[inv.tenant[s]].reimage_row for s in survivors}
+            assert cell.peak_column not in {grid[inv.tenant[s]].peak_column for s in survivors}
+    for s, name in enumerate(inv.server):  # space: one block per new replica, never below zero
+        assert placer.free_mb(name) == free_before[s] - used[s] >= 0.0
+    assert (~batch.failed).sum() > 100 and (~batch.relaxed).sum() > 50
