@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from placement_service.core.placement import ReplicaPlacer
 from placement_service.core.types import GridCell, PlacementError
-from tests.core.test_placement import BLOCK_MB, Cluster, clusters, make_inventory
+from tests.core.test_placement import BLOCK_MB, Cluster, _check_round_diversity, clusters, make_inventory
 
 
 def _assignment_exists(c: Cluster, placer: ReplicaPlacer, writer: str | None, replicas: int) -> bool:
@@ -123,10 +123,7 @@ def test_place_many_keeps_every_rule(c: Cluster, replicas: int, seed: int, dup: 
             used[s] += BLOCK_MB
         if not batch.relaxed[b]:
             assert len({c.env_of(s) for s in names}) == replicas
-            cells = [g for s in names if (g := c.cell_of(s)) is not None]
-            head = cells[:3]
-            assert len({g.reimage_row for g in head}) == len(head)
-            assert len({g.peak_column for g in head}) == len(head)
+            _check_round_diversity(c, names)
         else:
             assert batch.reasons[b]
         del writer
