@@ -30,7 +30,7 @@ import numpy as np
 from placement_service.core.types import PlacementError, PolicyError
 
 if TYPE_CHECKING:
-    from placement_service.core.placement import ReplicaPlacer
+    from placement_service.core.placement import BatchView, ReplicaPlacer
     from placement_service.core.placement_base import _Pool
 
 _REDRAWS = 4
@@ -62,6 +62,47 @@ def _flat(pools: list[_Pool], ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     off = np.zeros(len(pools) + 1, dtype=np.int64)
     np.cumsum(ns, out=off[1:])
     return np.asarray(flat, dtype=np.int64), off
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """The placer's usable tenants per cell and usable servers per tenant, flattened for numpy."""
+
+    view: BatchView
+    usable: np.ndarray
+    slots: np.ndarray  # blocks of free space per server
+    cell_n: np.ndarray
+    cell_t: np.ndarray
+    cell_off: np.ndarray
+    ten_n: np.ndarray
+    ten_s: np.ndarray
+    ten_off: np.ndarray
+
+
+def _snapshot(placer: ReplicaPlacer) -> _Snapshot | None:
+    """The current state, or None when no grid tenant has a usable server."""
+    st = placer.batch_view()
+    cell_n = np.array([p.n for p in st.cell_pools], dtype=np.int64)
+    ten_n = np.array([p.n for p in st.tenant_pools], dtype=np.int64)
+    cell_t, cell_off = _flat(st.cell_pools, cell_n)
+    ten_s, ten_off = _flat(st.tenant_pools, ten_n)
+    if len(cell_t) == 0 or len(ten_s) == 0:
+        return None
+    usable = np.asarray(st.usable, dtype=bool)
+    slots = np.floor(np.asarray(st.free_mb) / placer.config.block_size_mb).astype(np.int64)
+    return _Snapshot(st, usable, slots, cell_n, cell_t, cell_off, ten_n, ten_s, ten_off)
+
+
+def _use_rank(servers: np.ndarray) -> np.ndarray:
+    """For each entry, how many earlier entries name the same server (0 for the first use)."""
+    order = np.argsort(servers, kind="stable")
+    srt = servers[order]
+    pos = np.arange(len(srt))
+    first = np.ones(len(srt), dtype=bool)
+    first[1:] = srt[1:] != srt[:-1]
+    rank = np.empty_like(pos)
+    rank[order] = pos - np.maximum.accumulate(np.where(first, pos, 0))
+    return rank
 
 
 def place_many(
@@ -105,15 +146,12 @@ def _vectorized(
     placer: ReplicaPlacer, w: np.ndarray, replicas: int, rng: np.random.Generator, targets: np.ndarray
 ) -> np.ndarray:
     """Place the blocks the vectorized path can take; return which ones it placed."""
-    st = placer.batch_view()
-    usable = np.asarray(st.usable, dtype=bool)
-    slots = np.floor(np.asarray(st.free_mb) / placer.config.block_size_mb).astype(np.int64)
-    cell_n = np.array([p.n for p in st.cell_pools], dtype=np.int64)
-    ten_n = np.array([p.n for p in st.tenant_pools], dtype=np.int64)
-    cell_t, cell_off = _flat(st.cell_pools, cell_n)
-    ten_s, ten_off = _flat(st.tenant_pools, ten_n)
-    if len(cell_t) == 0 or len(ten_s) == 0:
+    snap = _snapshot(placer)
+    if snap is None:
         return np.zeros(len(w), dtype=bool)
+    st, usable, slots = snap.view, snap.usable, snap.slots
+    cell_n, cell_t, cell_off = snap.cell_n, snap.cell_t, snap.cell_off
+    ten_n, ten_s, ten_off = snap.ten_n, snap.ten_s, snap.ten_off
 
     ok = w >= 0
     wc = np.where(ok, w, 0)
@@ -173,15 +211,7 @@ def _vectorized(
 
     # Space: rank each server's uses in block order; keep a block when all of its ranks fit.
     flat = np.stack(cols, axis=1).reshape(-1)
-    order = np.argsort(flat, kind="stable")
-    srt = flat[order]
-    pos = np.arange(len(srt))
-    first = np.ones(len(srt), dtype=bool)
-    first[1:] = srt[1:] != srt[:-1]
-    rank_sorted = pos - np.maximum.accumulate(np.where(first, pos, 0))
-    rank = np.empty_like(rank_sorted)
-    rank[order] = rank_sorted
-    fits = (rank < slots[flat]).reshape(m, replicas).all(axis=1)
+    fits = (_use_rank(flat) < slots[flat]).reshape(m, replicas).all(axis=1)
     blocks = blocks[fits]
     chosen = np.stack(cols, axis=1)[fits]
     targets[blocks] = chosen
@@ -228,16 +258,13 @@ def place_one_more(placer: ReplicaPlacer, holders: np.ndarray, rng: np.random.Ge
 def _vectorized_one_more(
     placer: ReplicaPlacer, h: np.ndarray, rng: np.random.Generator, targets: np.ndarray
 ) -> np.ndarray:
-    st = placer.batch_view()
-    usable = np.asarray(st.usable, dtype=bool)
-    slots = np.floor(np.asarray(st.free_mb) / placer.config.block_size_mb).astype(np.int64)
-    cell_n = np.array([p.n for p in st.cell_pools], dtype=np.int64)
-    ten_n = np.array([p.n for p in st.tenant_pools], dtype=np.int64)
-    cell_t, cell_off = _flat(st.cell_pools, cell_n)
-    ten_s, ten_off = _flat(st.tenant_pools, ten_n)
     placed = np.zeros(h.shape[0], dtype=bool)
-    if len(cell_t) == 0 or len(ten_s) == 0:
+    snap = _snapshot(placer)
+    if snap is None:
         return placed
+    st, usable, slots = snap.view, snap.usable, snap.slots
+    cell_n, cell_t, cell_off = snap.cell_n, snap.cell_t, snap.cell_off
+    ten_n, ten_s, ten_off = snap.ten_n, snap.ten_s, snap.ten_off
     alive = (h >= 0).sum(axis=1)
     first_two = np.sort(np.where(h >= 0, h, np.iinfo(np.int64).max), axis=1)[:, :2]
     ok = alive == 2
@@ -271,14 +298,7 @@ def _vectorized_one_more(
     srv = ten_s[np.minimum(ten_off[t] + (rng.random(m) * ten_n[t]).astype(np.int64), len(ten_s) - 1)]
     good &= usable[srv]
     blocks, srv = blocks[good], srv[good]
-    order = np.argsort(srv, kind="stable")
-    srt = srv[order]
-    pos = np.arange(len(srt))
-    first = np.ones(len(srt), dtype=bool)
-    first[1:] = srt[1:] != srt[:-1]
-    rank = np.empty_like(pos)
-    rank[order] = pos - np.maximum.accumulate(np.where(first, pos, 0))
-    fits = rank < slots[srv]
+    fits = _use_rank(srv) < slots[srv]
     blocks, srv = blocks[fits], srv[fits]
     targets[blocks, 0] = srv
     placer.allocate_blocks(srv)
