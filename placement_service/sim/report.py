@@ -111,7 +111,7 @@ def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
                 ratio += "; HDFS-Stock lost none either, so no contrast"
             what = f"HDFS-Stock {st_m:.1f} vs HDFS-H {h_m:.1f} blocks on average ({ratio}; needs >= 100x or none)"
         checks.append(f"- {rep} replicas: {what}: **{'yes' if ok else 'NO'}**")
-    hows = sorted({(str(r.get("reimages", "")), float(r.get("reimage_source_days", 0.0))) for r in recs})
+    hows = sorted({(str(r.get("reimage_source", "")), float(r.get("reimage_source_days", 0.0))) for r in recs})
     for how, src_days in hows:
         if how == "as-is":
             checks.append(f"- reimages: the trace ({src_days:.1f} days) used as it is")

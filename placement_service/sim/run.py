@@ -191,7 +191,7 @@ def run_durability(
                 rec: Record = {
                     "experiment": "durability", "datacenter": dc.name, "system": system.value,
                     "replicas": r, "run": run, "seed": seed,
-                    "reimages": schedule.how, "reimage_source_days": schedule.source_span_s / 86400.0,
+                    "reimage_source": schedule.how, "reimage_source_days": schedule.source_span_s / 86400.0,
                 }
                 rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
                 records.append(rec)

@@ -75,3 +75,18 @@ def test_a_log_longer_than_the_window_but_shorter_than_the_span_is_bootstrapped_
     # the rate is the trace's own (one event per 3 days), not 87/28 times it
     assert out.time_s.size == pytest.approx(360 / 3, rel=0.05)
     assert len(np.unique(out.time_s)) == out.time_s.size
+
+
+def test_the_durability_report_says_how_the_reimages_were_used() -> None:
+    from placement_service.sim.report import SECTIONS
+
+    recs = [
+        {"replicas": 3, "system": s, "lost_blocks": 0, "blocks": 10, "reimage_source": "bootstrap",
+         "reimage_source_days": 28.0}
+        for s in ("HDFS-Stock", "HDFS-H")
+    ]
+    _, checks = SECTIONS["durability"]({"records": recs})
+    assert "- reimages: bootstrapped from the trace's own 28.0-day span" in checks
+    recs[0]["reimage_source"] = recs[1]["reimage_source"] = "as-is"
+    recs[0]["reimage_source_days"] = recs[1]["reimage_source_days"] = 365.0
+    assert "- reimages: the trace (365.0 days) used as it is" in SECTIONS["durability"]({"records": recs})[1]
