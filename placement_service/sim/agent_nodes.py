@@ -7,7 +7,8 @@ kill during which the advertised cores never grow, damping). This module only tr
 
 - simulator -> agent: a ``NodeView`` per server (primary cores rounded up as the agent does, one
   ``ContainerView`` per running task holding one core, its launch time as process start and its
-  launch sequence as container number); memory is not simulated (capacity without limit, no use);
+  launch sequence + 2 as container number: the simulator has no ApplicationMasters, and the agent
+  kills container 1 of an attempt last); memory is not simulated (capacity without limit, no use);
 - agent -> simulator: the kills (container numbers back to task indices) and the advertised cores,
   which are the server's YARN capacity until the next decision.
 
@@ -114,8 +115,8 @@ class SimAgents:
         for s in servers.tolist():
             tasks = order[bounds[s] : bounds[s + 1]]
             views = {
-                f"container_0_0_0_{int(seq[i])}": ContainerView(
-                    container_id=f"container_0_0_0_{int(seq[i])}",
+                _task_id(int(seq[i])): ContainerView(
+                    container_id=_task_id(int(seq[i])),
                     cpu_cores=1.0,
                     memory_mb=0.0,
                     start_time=float(start_s[i]),
@@ -160,3 +161,8 @@ class SimAgents:
             self.last_change_s[s] = state.last_change_s
             self.cooldown_until_s[s] = state.cooldown_until_s
         return np.asarray(victims, dtype=np.int64)
+
+
+def _task_id(seq: int) -> str:
+    """A YARN container id for a simulated task: container number ``seq + 2``, never 1 (an AM)."""
+    return f"container_0_0_0_{seq + 2}"
