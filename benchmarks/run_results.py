@@ -31,7 +31,7 @@ LEVELS = "0.2,0.3,0.4,0.5,0.6"
 
 FULL: dict[str, list[str]] = {
     "gen-durability-r3": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks", "4000000",
-                          "--runs", "3"],
+                          "--runs", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
     "gen-durability-r4": ["durability", *GEN, "--reimage-days", "365", "--replicas", "4", "--blocks", "4000000",
                           "--runs", "2"],
     "gen-schedule-linear": ["schedule", *GEN, "--generate-days", "37", "--levels", LEVELS, "--scaling", "linear",
@@ -46,18 +46,19 @@ FULL: dict[str, list[str]] = {
     "gen3-schedule-linear": ["schedule", "--generate", "5000", "--generate-seed", "3", "--generate-days", "37",
                              "--levels", LEVELS, "--scaling", "linear", "--runs", "1", "--days", "30", "--step-s", "120"],
     "gen-availability": ["availability", *GEN, "--levels", LEVELS + ",0.7", "--replicas", "3,4", "--runs", "3",
-                         "--blocks", "200000", "--accesses", "1000000", "--days", "21", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-risk"],
+                         "--blocks", "200000", "--accesses", "1000000", "--days", "21", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-risk"],
     "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                               "--days", "7", "--step-s", "120"],
-    "azure-durability": ["durability", *AZ, "--replicas", "3,4", "--blocks", "1000000", "--runs", "1"],
+    "azure-durability": ["durability", *AZ, "--replicas", "3,4", "--blocks", "1000000", "--runs", "3",
+                         "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
     "azure-availability": ["availability", *AZ, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
-                           "--blocks", "200000", "--accesses", "1000000", "--days", "14", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-risk"],
+                           "--blocks", "200000", "--accesses", "1000000", "--days", "14", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-risk"],
     "planetlab-schedule-linear": ["schedule", *PL, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                                   "--days", "6", "--history-days", "3", "--step-s", "120"],
-    "planetlab-durability": ["durability", *PL, "--replicas", "3,4", "--blocks", "1000000", "--runs", "1",
-                             "--history-days", "3"],
+    "planetlab-durability": ["durability", *PL, "--replicas", "3,4", "--blocks", "1000000", "--runs", "3",
+                             "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
     "planetlab-availability": ["availability", *PL, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
-                               "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-risk"],
+                               "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-risk"],
 }
 
 QGEN = ["--generate", "600", "--generate-seed", "1"]

@@ -111,6 +111,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         constant_max_std_cpu: float = _DEFAULT_THRESHOLDS.constant_max_std_cpu,
         daily_harmonics: int = _DEFAULT_THRESHOLDS.daily_harmonics,
         weekly_harmonics: int = _DEFAULT_THRESHOLDS.weekly_harmonics,
+        periodic_min_acf: float = _DEFAULT_THRESHOLDS.periodic_min_acf,
+        periodic_acf_energy_frac: float = _DEFAULT_THRESHOLDS.periodic_acf_energy_frac,
+        periodic_min_cv: float = _DEFAULT_THRESHOLDS.periodic_min_cv,
         random_state: int = 0,
         chunk_rows: int = 64,
     ) -> None:
@@ -126,6 +129,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         self.constant_max_std_cpu = constant_max_std_cpu
         self.daily_harmonics = daily_harmonics
         self.weekly_harmonics = weekly_harmonics
+        self.periodic_min_acf = periodic_min_acf
+        self.periodic_acf_energy_frac = periodic_acf_energy_frac
+        self.periodic_min_cv = periodic_min_cv
         self.random_state = random_state
         self.chunk_rows = chunk_rows
 
@@ -137,6 +143,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
             constant_max_std_cpu=self.constant_max_std_cpu,
             daily_harmonics=self.daily_harmonics,
             weekly_harmonics=self.weekly_harmonics,
+            periodic_min_acf=self.periodic_min_acf,
+            periodic_acf_energy_frac=self.periodic_acf_energy_frac,
+            periodic_min_cv=self.periodic_min_cv,
         )
 
     def fit(

@@ -14,18 +14,25 @@ with measured numbers, is in ``docs/clustering.md``.
      power in every bin; its periodogram is exponential, median = ln 2 x mean);
    - ``std_cpu = sqrt(2 * sum_{k>=1} P[k] / T^2)`` (Parseval) and ``signal_std_cpu``, the same
      without the noise floor, both divided by ``sqrt(1 - missing_frac)`` (filled slots are flat);
-   - ``periodic_energy_frac``: for each daily harmonic ``h * k_day`` (h = 1..``daily_harmonics``)
-     and weekly one ``h * k_week`` (h = 1..``weekly_harmonics``), the power within
-     ``peak_halfwidth_bins`` of it minus its local background (median power of the nearby
-     non-harmonic bins), summed, over the signal energy. A period counts only when the series holds
-     ``min_cycles`` of it and its background has ``min_background_bins`` bins: a spectrum that just
-     falls with frequency (random walks, trends) earns ~0;
-   - ``periodic_std_cpu = signal_std_cpu * sqrt(periodic_energy_frac)``: the size of the cycle.
+   - ``periodic_energy_frac``: for each daily harmonic ``h * k_day`` (h = 1..``daily_harmonics``,
+     24 by default: a one-hour nightly job needs that many) and weekly one ``h * k_week`` (h =
+     1..``weekly_harmonics``, 6), the power within ``peak_halfwidth_bins`` of it minus its local
+     background (median power of the nearby non-harmonic bins), summed, over the signal energy
+     (``daily_energy_frac`` and ``weekly_energy_frac`` separately). A period counts only when the
+     series holds ``min_cycles`` of it and its background has ``min_background_bins`` bins: a
+     spectrum that just falls with frequency (random walks, trends) earns ~0;
+   - ``periodic_std_cpu = signal_std_cpu * sqrt(periodic_energy_frac)``: the size of the cycle;
+   - ``acf``: the autocorrelation at 1 d, 18 h, 7 d and 5.25 d (``lag_autocorrelation``).
 
-   Rule, first match wins: no observed sample -> unpredictable; ``periodic_energy_frac >=
-   periodic_min_energy_frac`` (0.5) and ``periodic_std_cpu >= periodic_min_std_cpu`` (0.015) ->
-   periodic; ``signal_std_cpu <= max(constant_max_cv * mean_cpu, constant_max_std_cpu)`` (0.1, 0.03)
-   -> constant; otherwise unpredictable.
+2. **Rule**, first match wins: no observed sample -> unpredictable. Periodic when a candidate
+   period P (1 d or 7 d) is confirmed by both methods: the autocorrelation at P is at least
+   ``periodic_min_acf`` (0.3) and above its value at 3P/4 (a hill, not a drift), and P's harmonics
+   hold ``periodic_acf_energy_frac`` (0.1) of the signal energy, or all harmonics together hold
+   ``periodic_min_energy_frac`` (0.5); and the cycle is not negligible next to the level
+   (``periodic_std_cpu > periodic_min_cv * mean_cpu``, 0.05). Constant when ``signal_std_cpu <=
+   constant_max_cv * mean_cpu`` (0.25). Otherwise unpredictable. Every default term is a ratio, so
+   a series scaled by any factor gets the same label; ``periodic_min_std_cpu`` and
+   ``constant_max_std_cpu`` (absolute CPU floors, 0 by default) remain for callers who want them.
 """
 
 from __future__ import annotations
@@ -48,11 +55,14 @@ class PatternThresholds:
     """Settings of the pattern rule (see the module docstring for what each does and why)."""
 
     periodic_min_energy_frac: float = 0.5
-    periodic_min_std_cpu: float = 0.015
-    constant_max_cv: float = 0.1
-    constant_max_std_cpu: float = 0.03
-    daily_harmonics: int = 4
-    weekly_harmonics: int = 3
+    periodic_min_std_cpu: float = 0.0
+    constant_max_cv: float = 0.25
+    constant_max_std_cpu: float = 0.0
+    daily_harmonics: int = 24
+    weekly_harmonics: int = 6
+    periodic_min_acf: float = 0.3
+    periodic_acf_energy_frac: float = 0.1
+    periodic_min_cv: float = 0.05
     peak_halfwidth_bins: float = 1.0
     min_cycles: float = 3.0
     min_background_bins: int = 4
@@ -71,6 +81,13 @@ class PatternThresholds:
             raise PolicyError("daily_harmonics and weekly_harmonics must be >= 0 and not both 0")
         if self.peak_halfwidth_bins < 0.5:
             raise PolicyError(f"peak_halfwidth_bins must be >= 0.5, got {self.peak_halfwidth_bins}")
+        if not (-1.0 <= self.periodic_min_acf <= 1.0 and 0.0 < self.periodic_acf_energy_frac <= 1.0):
+            raise PolicyError(
+                "periodic_min_acf must be in [-1, 1] and periodic_acf_energy_frac in (0, 1], got "
+                f"{self.periodic_min_acf}, {self.periodic_acf_energy_frac}"
+            )
+        if self.periodic_min_cv < 0.0:
+            raise PolicyError(f"periodic_min_cv must be >= 0, got {self.periodic_min_cv}")
         if self.min_cycles < 1.0 or self.min_background_bins < 1:
             raise PolicyError(
                 f"min_cycles and min_background_bins must be >= 1, got {self.min_cycles}, {self.min_background_bins}"
@@ -95,38 +112,68 @@ class FrequencyProfile:
     periodic_energy_frac: np.ndarray  # daily + weekly, capped at 1
     periodic_std_cpu: np.ndarray  # signal_std_cpu * sqrt(periodic_energy_frac): size of the cycle
     missing_frac: np.ndarray  # share of NaN slots (filled with the row mean before the FFT)
+    acf: np.ndarray  # [n, 4] autocorrelation at 1 d, 18 h, 7 d, 5.25 d (0 where the lag does not fit)
 
     def patterns(self, thresholds: PatternThresholds = PatternThresholds()) -> np.ndarray:
         """Pattern of each row (object array of ``Pattern``), by the rule in the module docstring."""
-        return _pattern_rule(
-            self.mean_cpu,
-            self.signal_std_cpu,
-            self.periodic_energy_frac,
-            self.periodic_std_cpu,
-            self.missing_frac,
-            thresholds,
+        return _pattern_rule(_RuleInputs.of(self), thresholds)
+
+
+# Lags of the autocorrelation features, in seconds: each candidate period and its half.
+ACF_LAGS_S = (DAY_S, 0.75 * DAY_S, WEEK_S, 0.75 * WEEK_S)
+
+
+@dataclass(frozen=True)
+class _RuleInputs:
+    mean: np.ndarray
+    signal_std: np.ndarray
+    daily: np.ndarray
+    weekly: np.ndarray
+    periodic: np.ndarray
+    periodic_std: np.ndarray
+    missing: np.ndarray
+    acf: np.ndarray
+
+    @staticmethod
+    def of(p: FrequencyProfile) -> _RuleInputs:
+        return _RuleInputs(
+            p.mean_cpu,
+            p.signal_std_cpu,
+            p.daily_energy_frac,
+            p.weekly_energy_frac,
+            p.periodic_energy_frac,
+            p.periodic_std_cpu,
+            p.missing_frac,
+            p.acf,
         )
 
 
-def _pattern_rule(
-    mean_cpu: np.ndarray,
-    signal_std_cpu: np.ndarray,
-    periodic_energy_frac: np.ndarray,
-    periodic_std_cpu: np.ndarray,
-    missing_frac: np.ndarray,
-    thresholds: PatternThresholds,
-) -> np.ndarray:
-    out = np.empty(mean_cpu.shape, dtype=object)
+def _acf_hill(acf: np.ndarray, period: int, min_acf: float) -> np.ndarray:
+    """The autocorrelation at the candidate period is high and above its value at 3/4 of the period
+    (a cycle, not a slow drift whose autocorrelation only falls with the lag; 3/4 rather than 1/2
+    so that a cycle of half the period, e.g. 12 h, also counts)."""
+    at, before = acf[:, 2 * period], acf[:, 2 * period + 1]
+    return (at >= min_acf) & (at > before)
+
+
+def _pattern_rule(f: _RuleInputs, thresholds: PatternThresholds) -> np.ndarray:
+    out = np.empty(f.mean.shape, dtype=object)
     out[...] = Pattern.UNPREDICTABLE  # (np.full would store a plain str)
-    has_data = missing_frac < 1.0
+    has_data = f.missing < 1.0
+    day_hill = _acf_hill(f.acf, 0, thresholds.periodic_min_acf)
+    week_hill = _acf_hill(f.acf, 1, thresholds.periodic_min_acf)
+    cycle = (
+        (day_hill & (f.daily >= thresholds.periodic_acf_energy_frac))
+        | (week_hill & (f.weekly >= thresholds.periodic_acf_energy_frac))
+        | ((f.periodic >= thresholds.periodic_min_energy_frac) & (day_hill | week_hill))
+    )
     periodic = (
         has_data
-        & (periodic_energy_frac >= thresholds.periodic_min_energy_frac)
-        & (periodic_std_cpu >= thresholds.periodic_min_std_cpu)
+        & cycle
+        & (f.periodic_std > thresholds.periodic_min_cv * f.mean)
+        & (f.periodic_std >= thresholds.periodic_min_std_cpu)
     )
-    small = signal_std_cpu <= np.maximum(
-        thresholds.constant_max_cv * mean_cpu, thresholds.constant_max_std_cpu
-    )
+    small = f.signal_std <= np.maximum(thresholds.constant_max_cv * f.mean, thresholds.constant_max_std_cpu)
     out[has_data & ~periodic & small] = Pattern.CONSTANT
     out[periodic] = Pattern.PERIODIC
     return out
@@ -253,12 +300,16 @@ def scan_series(
     n_bins = n_slots // 2 + 1
     high = (max(1, n_bins - 2048, n_bins // 2), n_bins)  # noise-floor band: top half, at most 2048 bins
     cols = {name: np.zeros(n, dtype=np.float64) for name in _SCAN_COLUMNS}
+    cols["acf"] = np.zeros((n, len(ACF_LAGS_S)), dtype=np.float64)
     hourly = np.zeros((n, 24), dtype=np.float64) if hour_of_slot is not None else None
     hour_matrix = _hour_matrix(hour_of_slot) if hour_of_slot is not None else None
     hour_present = hour_matrix.sum(axis=0) > 0 if hour_matrix is not None else None
     for lo, hi, block, mean, n_missing in filled_chunks(cpu, chunk_rows):
         part = {"mean": mean, "missing": n_missing / n_slots}
         part.update(_spectral_features(block, part["missing"], windows, high))
+        part["acf"] = np.stack(
+            [lag_autocorrelation(block, round(lag_s / interval_s)) for lag_s in ACF_LAGS_S], axis=1
+        )
         for name, values in part.items():
             cols[name][lo:hi] = values
         if peak_percentile is not None:
@@ -267,7 +318,17 @@ def scan_series(
         if hourly is not None and hour_matrix is not None:
             # Hour-of-day profile, only for the rows that the rule makes periodic (the costly product).
             chunk_patterns = _pattern_rule(
-                mean, part["signal_std"], part["periodic"], part["periodic_std"], part["missing"], thresholds
+                _RuleInputs(
+                    mean,
+                    part["signal_std"],
+                    part["daily"],
+                    part["weekly"],
+                    part["periodic"],
+                    part["periodic_std"],
+                    part["missing"],
+                    part["acf"],
+                ),
+                thresholds,
             )
             rows = np.flatnonzero(chunk_patterns == Pattern.PERIODIC)
             if rows.size:
@@ -286,6 +347,7 @@ def scan_series(
         periodic_energy_frac=cols["periodic"],
         periodic_std_cpu=cols["periodic_std"],
         missing_frac=cols["missing"],
+        acf=cols["acf"],
     )
     return ScanResult(
         profile=profile,
@@ -353,6 +415,23 @@ def _spectral_features(
     out["noise_std"] = np.sqrt(np.maximum(energy - signal, 0.0) * scale)
     out["periodic_std"] = out["signal_std"] * np.sqrt(out["periodic"])
     return out
+
+
+def lag_autocorrelation(block: np.ndarray, lag: int) -> np.ndarray:
+    """Autocorrelation of each row at ``lag`` slots (0 when the lag does not fit or a row is flat).
+
+    ``r(L) = mean_t(y_t * y_{t+L}) / mean_t(y_t^2)`` over the ``T - L`` overlapping pairs, with
+    ``y`` the row minus its mean; filled slots (the row mean) add nothing. Independent of the
+    series' scale and offset.
+    """
+    n_slots = block.shape[1]
+    if not 0 < lag <= n_slots // 2:
+        return np.zeros(block.shape[0], dtype=np.float64)
+    y = block - block.mean(axis=1, keepdims=True, dtype=np.float64).astype(block.dtype)
+    var = np.einsum("ij,ij->i", y, y, dtype=np.float64) / n_slots
+    cov = np.einsum("ij,ij->i", y[:, :-lag], y[:, lag:], dtype=np.float64) / (n_slots - lag)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(var > 0, cov / np.where(var > 0, var, 1.0), 0.0)
 
 
 def row_percentile(block: np.ndarray, percentile: float) -> np.ndarray:

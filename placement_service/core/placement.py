@@ -11,10 +11,15 @@ Procedure for one block of ``block_size_mb`` with ``R`` replicas:
    (locality). Otherwise on a random server with space of a tenant in the grid, drawn like the
    further replicas below (random cell, random tenant, random server).
 2. Each further replica: pick a random cell whose row and column hold no replica of this round
-   yet, preferring cells that still leave room to finish the round (a one-step look-ahead over the
-   cells with space, so a lucky early pick does not block a later one); in that cell a random
-   tenant whose environment holds no replica of this block; in that tenant a random server with
-   space. Busy, excluded, full and already chosen servers are skipped.
+   yet, and in it a random tenant whose environment holds no replica of this block, such that the
+   rest of the round can still be finished under *all* rules: the remaining replicas' cells and
+   environments are chosen jointly (a set of cells in distinct rows and columns, each given a
+   distinct unused environment with a usable server: a matching, checked with Hall's condition on
+   each cell's allowed environments; the 3x3 grid leaves at most 6 such cell sets). Then a random
+   server of that tenant with space. Busy, excluded, full and already chosen servers are skipped.
+   A block therefore relaxes only when no assignment of its round exists. Fast path: a cell with at
+   least as many usable environments as replicas left cannot block a matching, so the environment
+   check is skipped when every open cell has that many (the common case).
 3. After every ``forget_every`` replicas (3 by default: a 3x3 grid has room for 3 in distinct rows
    and columns) the used rows and columns are forgotten; environments never are.
 4. Tenants that are not in the grid only ever receive the writer's replica.
@@ -40,243 +45,42 @@ no step scans all servers.
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import combinations
 
 import numpy as np
 
+from placement_service.core.placement_base import (
+    MB_PER_GB,
+    PlacementConfig,
+    PlacementResult,
+    PlacerBase,
+    _Pool,
+    _Uniforms,
+    pick_from,
+)
+from placement_service.core.placement_batch import BatchPlacement, place_many, place_one_more
 from placement_service.core.types import GridCell, Inventory, PlacementError, PolicyError
+
+__all__ = [
+    "MB_PER_GB",
+    "N_CELLS",
+    "N_SIDE",
+    "PlacementConfig",
+    "PlacementResult",
+    "BatchPlacement",
+    "PlacerBase",
+    "ReplicaPlacer",
+    "pick_from",
+]
 
 logger = logging.getLogger(__name__)
 
-MB_PER_GB = 1024.0
 N_SIDE = 3
 N_CELLS = N_SIDE * N_SIDE
 _TRIES = 4
-
-
-@dataclass(frozen=True)
-class PlacementConfig:
-    """``block_size_mb``: space one replica takes; ``strict``: refuse rather than relax constraints;
-    ``forget_every``: replicas per round of distinct rows and columns."""
-
-    block_size_mb: float = 256.0
-    strict: bool = False
-    forget_every: int = 3
-
-    def __post_init__(self) -> None:
-        if not (self.block_size_mb > 0.0 and math.isfinite(self.block_size_mb)):
-            raise PolicyError(f"PlacementConfig: block_size_mb must be > 0, got {self.block_size_mb}")
-        if self.forget_every < 1:
-            raise PolicyError(f"PlacementConfig: forget_every must be >= 1, got {self.forget_every}")
-
-
-@dataclass(frozen=True)
-class PlacementResult:
-    """Servers chosen for one block (first = the writer's when it could be used)."""
-
-    targets: tuple[str, ...]
-    relaxed: bool
-    reason: str
-
-
-class _Pool:
-    """A set of ints with O(1) activate / deactivate and uniform sampling of the active ones.
-
-    ``items[:n]`` are the active members; ``pos`` maps a member to its index in ``items``.
-    """
-
-    __slots__ = ("items", "pos", "n")
-
-    def __init__(self, members: Iterable[int]) -> None:
-        self.items = list(members)
-        self.pos = {m: i for i, m in enumerate(self.items)}
-        self.n = len(self.items)
-
-    def _swap(self, i: int, j: int) -> None:
-        a, b = self.items[i], self.items[j]
-        self.items[i], self.items[j] = b, a
-        self.pos[a], self.pos[b] = j, i
-
-    def deactivate(self, m: int) -> None:
-        i = self.pos[m]
-        if i < self.n:
-            self._swap(i, self.n - 1)
-            self.n -= 1
-
-    def activate(self, m: int) -> None:
-        i = self.pos[m]
-        if i >= self.n:
-            self._swap(i, self.n)
-            self.n += 1
-
-
-class _Uniforms:
-    """Uniform draws from ``rng`` in small batches (a scalar numpy draw per pick would dominate)."""
-
-    __slots__ = ("rng", "buf", "i")
-
-    def __init__(self, rng: np.random.Generator, n: int) -> None:
-        self.rng = rng
-        self.buf: list[float] = rng.random(n).tolist()
-        self.i = 0
-
-    def index(self, n: int) -> int:
-        """A uniform integer in ``[0, n)``."""
-        if self.i >= len(self.buf):
-            self.buf = self.rng.random(32).tolist()
-            self.i = 0
-        u = self.buf[self.i]
-        self.i += 1
-        k = int(u * n)
-        return k if k < n else n - 1
-
-
-def pick_from(pool: _Pool, draw: _Uniforms, taken: Collection[int]) -> int | None:
-    """A random active member of ``pool`` not in ``taken`` (rejection, then a scan), or None."""
-    n = pool.n
-    if n == 0:
-        return None
-    items = pool.items
-    for _ in range(_TRIES):
-        s = items[draw.index(n)]
-        if s not in taken:
-            return s
-    start = draw.index(n)
-    for j in range(n):
-        s = items[(start + j) % n]
-        if s not in taken:
-            return s
-    return None
-
-
-class PlacerBase:
-    """Free-space and busy bookkeeping shared by the placers (one server = one inventory row).
-
-    A server is *usable* when it is not busy and has at least one block of free space. Placers are
-    not thread-safe: callers serialize ``place`` and the state updates (one lock per placer).
-    """
-
-    def __init__(self, inventory: Inventory, config: PlacementConfig, seed: int) -> None:
-        self.inventory = inventory
-        self.config = config
-        self._index = inventory.index()
-        if len(self._index) != len(inventory):
-            raise PolicyError("inventory: server names must be unique")
-        storage = np.asarray(inventory.storage_gb, dtype=np.float64)
-        if storage.shape != (len(inventory),) or not np.all(np.isfinite(storage)) or np.any(storage < 0):
-            raise PolicyError("inventory: storage_gb must be one finite number >= 0 per server")
-        self._block = float(config.block_size_mb)
-        self._cap_mb: list[float] = (storage * MB_PER_GB).tolist()
-        self._free_mb: list[float] = list(self._cap_mb)
-        self._busy = [False] * len(inventory)
-        self._usable = [True] * len(inventory)
-        self._all = _Pool(range(len(inventory)))
-        self._rng = np.random.default_rng(seed)
-
-    def _init_usable(self) -> None:
-        """Call once the subclass has built its pools: retire servers without a block of space."""
-        for s in range(len(self.inventory)):
-            self._update(s)
-
-    def _on_change(self, s: int, usable: bool) -> None:  # pragma: no cover - overridden
-        del s, usable
-
-    def _update(self, s: int) -> None:
-        usable = (not self._busy[s]) and self._free_mb[s] >= self._block
-        if usable != self._usable[s]:
-            self._usable[s] = usable
-            if usable:
-                self._all.activate(s)
-            else:
-                self._all.deactivate(s)
-            self._on_change(s, usable)
-
-    def _server(self, server: str) -> int:
-        i = self._index.get(server)
-        if i is None:
-            raise PolicyError(f"unknown server {server!r} (not in the inventory)")
-        return i
-
-    def set_busy(self, server: str, busy: bool) -> None:
-        """Mark a server busy (its primary tenant needs it: no new replicas) or idle again."""
-        s = self._server(server)
-        self._busy[s] = bool(busy)
-        self._update(s)
-
-    def allocate(self, server: str, size_mb: float) -> None:
-        """Take ``size_mb`` of a server's space (a replica written outside ``place``)."""
-        s = self._server(server)
-        if not (0.0 <= size_mb <= self._free_mb[s]):  # also refuses NaN
-            raise PlacementError(
-                f"allocate: {server!r} has {self._free_mb[s]:.0f} MB free, cannot take {size_mb} MB"
-            )
-        self._free_mb[s] -= size_mb
-        self._update(s)
-
-    def release(self, server: str, size_mb: float) -> None:
-        """Give back ``size_mb`` of a server's space (a replica deleted); capped at ``storage_gb``."""
-        s = self._server(server)
-        if not (0.0 <= size_mb < math.inf):  # also refuses NaN
-            raise PolicyError(f"release: size_mb must be a finite number >= 0, got {size_mb}")
-        self._free_mb[s] = min(self._cap_mb[s], self._free_mb[s] + size_mb)
-        self._update(s)
-
-    def reset_server(self, server: str) -> None:
-        """A reimage wiped the server's disk: all of its space is free again."""
-        s = self._server(server)
-        self._free_mb[s] = self._cap_mb[s]
-        self._update(s)
-
-    def free_mb(self, server: str) -> float:
-        """Free space of a server (MB)."""
-        return self._free_mb[self._server(server)]
-
-    def has_space(self, server: str) -> bool:
-        """True when the server can take one more block (busy or not)."""
-        return self._free_mb[self._server(server)] >= self._block
-
-    def is_usable(self, server: str) -> bool:
-        """True when the server could take a replica now (known, not busy, room for a block)."""
-        i = self._index.get(server)
-        return i is not None and self._usable[i]
-
-    def usable_count(self) -> int:
-        """Servers that are not busy and have room for a block."""
-        return self._all.n
-
-    def random_usable(self, rng: np.random.Generator) -> str | None:
-        """A server drawn uniformly from the usable ones (None when there is none)."""
-        n = self._all.n
-        if n == 0:
-            return None
-        return self.inventory.server[self._all.items[int(rng.integers(n))]]
-
-    def _prepare(
-        self, replicas: int, excluded: Collection[str], existing: Collection[str]
-    ) -> tuple[set[int], list[int]]:
-        """Validate a request; return the servers not to use and the existing holders' indices."""
-        if replicas < 1:
-            raise PolicyError(f"place: replicas must be >= 1, got {replicas}")
-        taken = {i for i in (self._index.get(x) for x in excluded) if i is not None}
-        holders = [self._server(x) for x in existing]
-        taken.update(holders)
-        usable = self._all.n - sum(1 for i in taken if self._usable[i])
-        if usable < replicas:
-            raise PlacementError(
-                f"place: need {replicas} servers with space for a {self._block:.0f} MB block, found {usable} "
-                f"(of {len(self.inventory)}; busy, full, excluded and existing-replica servers skipped)"
-            )
-        return taken, holders
-
-    def _commit(self, targets: list[int]) -> tuple[str, ...]:
-        for s in targets:
-            self._free_mb[s] -= self._block
-            self._update(s)
-        names = self.inventory.server
-        return tuple(names[s] for s in targets)
 
 
 _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (
@@ -285,6 +89,19 @@ _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (
     (False, False, True, "row and column"),
     (False, False, False, "row, column and environment"),
 )
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """Live state of a ``ReplicaPlacer`` for the batch placer (pools and lists are not copies)."""
+
+    server_cell: np.ndarray
+    server_tenant: np.ndarray
+    tenant_env: np.ndarray
+    cell_pools: list[_Pool]
+    tenant_pools: list[_Pool]
+    usable: list[bool]
+    free_mb: list[float]
 
 
 class ReplicaPlacer(PlacerBase):
@@ -297,6 +114,7 @@ class ReplicaPlacer(PlacerBase):
         *,
         config: PlacementConfig = PlacementConfig(),  # noqa: B008 - frozen, shared safely
         seed: int = 0,
+        busy_hours: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__(inventory, config, seed)
         names: dict[str, int] = {}
@@ -335,6 +153,22 @@ class ReplicaPlacer(PlacerBase):
             _Pool(t for t in range(len(tenants)) if self._tenant_cell[t] == c) for c in range(N_CELLS)
         ]
         self._cell_servers = [sum(len(members[t]) for t in p.items) for p in self._cell_pool]
+        # Environments per cell: every tenant of (cell, environment), and how many of them have a
+        # usable server (only environments with at least one are kept).
+        self._cell_env_tenants: list[dict[int, list[int]]] = [{} for _ in range(N_CELLS)]
+        for t, c in enumerate(self._tenant_cell):
+            if c >= 0:
+                self._cell_env_tenants[c].setdefault(self._tenant_env[t], []).append(t)
+        self._cell_env_active: list[dict[int, int]] = [
+            {e: len(ts) for e, ts in d.items()} for d in self._cell_env_tenants
+        ]
+        self._static: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # Optional time structure: bit h of a tenant's mask = it has been busy at hour-of-day h.
+        # When given, a block's replicas prefer tenants whose busy hours do not overlap (see
+        # ``_pick_in_cell``); all other rules are unchanged.
+        self._busy_hours: list[int] | None = None
+        if busy_hours is not None:
+            self._busy_hours = [int(busy_hours.get(t, 0)) for t in tenants]
         self._init_usable()
 
     def _on_change(self, s: int, usable: bool) -> None:
@@ -346,12 +180,61 @@ class ReplicaPlacer(PlacerBase):
             if c >= 0:
                 self._cell_servers[c] += 1
                 self._cell_pool[c].activate(t)
+                if tpool.n == 1:
+                    active = self._cell_env_active[c]
+                    e = self._tenant_env[t]
+                    active[e] = active.get(e, 0) + 1
         else:
             tpool.deactivate(s)
             if c >= 0:
                 self._cell_servers[c] -= 1
                 if tpool.n == 0:
                     self._cell_pool[c].deactivate(t)
+                    active = self._cell_env_active[c]
+                    e = self._tenant_env[t]
+                    if active[e] <= 1:
+                        del active[e]
+                    else:
+                        active[e] -= 1
+
+    @property
+    def uses_busy_hours(self) -> bool:
+        """Whether replicas prefer tenants with disjoint busy hours (the batch path does not)."""
+        return self._busy_hours is not None
+
+    def batch_view(self) -> BatchView:
+        """The state the batch placer reads (``core.placement_batch``); static arrays built once."""
+        if self._static is None:
+            self._static = (
+                np.asarray(self._server_cell, dtype=np.int64),
+                np.asarray(self._server_tenant, dtype=np.int64),
+                np.asarray(self._tenant_env, dtype=np.int64),
+            )
+        cell, tenant, env = self._static
+        return BatchView(cell, tenant, env, self._cell_pool, self._tenant_pool, self._usable, self._free_mb)
+
+    def place_many(
+        self, writers: Sequence[str | None], replicas: int, *, rng: np.random.Generator | None = None
+    ) -> BatchPlacement:
+        """Place one new block per writer (None or an unknown name: no writer), in order, under the
+        rules of :meth:`place`; vectorized over the blocks (see ``core.placement_batch``). A block
+        that cannot be placed is marked ``failed`` with the reason; the others are allocated."""
+        idx = self._index
+        w = np.fromiter((idx.get(x, -1) if x is not None else -1 for x in writers), np.int64, len(writers))
+        return place_many(self, w, replicas, rng if rng is not None else self._rng)
+
+    def place_many_indices(
+        self, writers: np.ndarray, replicas: int, *, rng: np.random.Generator | None = None
+    ) -> BatchPlacement:
+        """:meth:`place_many` with writers as inventory rows (-1: no writer)."""
+        return place_many(self, np.asarray(writers, dtype=np.int64), replicas, rng if rng is not None else self._rng)
+
+    def place_one_more_indices(
+        self, holders: np.ndarray, *, rng: np.random.Generator | None = None
+    ) -> BatchPlacement:
+        """Re-replication of many blocks: one new replica each, given each block's surviving
+        replicas (``holders[b]``: inventory rows, -1 padded); see ``core.placement_batch``."""
+        return place_one_more(self, holders, rng if rng is not None else self._rng)
 
     def cells_with_space(self) -> list[GridCell]:
         """Grid cells that hold at least one usable server."""
@@ -396,9 +279,7 @@ class ReplicaPlacer(PlacerBase):
                     f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
                 )
             # Same draw as the other replicas (cell, tenant, server), with the look-ahead.
-            s = self._pick_cell_server(
-                draw, st, True, True, True, min(self.config.forget_every, replicas) - 1
-            )
+            s = self._pick_next(draw, st, min(self.config.forget_every, replicas) - 1)
             if s is None:
                 if self.config.strict:
                     raise PlacementError(
@@ -415,7 +296,7 @@ class ReplicaPlacer(PlacerBase):
             k = len(targets) + 1
             round_left = self.config.forget_every - st.count % self.config.forget_every
             ahead = min(round_left, replicas - len(targets)) - 1
-            s = self._pick_cell_server(draw, st, True, True, True, ahead)
+            s = self._pick_next(draw, st, ahead)
             if s is None and self.config.strict:
                 raise PlacementError(self._diagnose(k, replicas, st))
             if s is None:
@@ -437,6 +318,8 @@ class ReplicaPlacer(PlacerBase):
         """Note a replica on server ``s``: its environment, row and column are used from now on."""
         st.taken.add(s)
         st.envs.add(self._tenant_env[self._server_tenant[s]])
+        if self._busy_hours is not None:
+            st.busy |= self._busy_hours[self._server_tenant[s]]
         c = self._server_cell[s]
         if c >= 0:
             st.rows |= _ROW_BIT[c]
@@ -447,6 +330,76 @@ class ReplicaPlacer(PlacerBase):
         if st.count % self.config.forget_every == 0:
             st.rows = 0
             st.cols = 0
+
+    def _pick_next(self, draw: _Uniforms, st: _Block, ahead: int) -> int | None:
+        """``_pick_next_once``; with busy hours, first among tenants not busy when the block's
+        replicas are (the same rules otherwise), then among all."""
+        if self._busy_hours is not None and st.busy:
+            st.prefer = True
+            s = self._pick_next_once(draw, st, ahead)
+            st.prefer = False
+            if s is not None:
+                return s
+        return self._pick_next_once(draw, st, ahead)
+
+    def _pick_next_once(self, draw: _Uniforms, st: _Block, ahead: int) -> int | None:
+        """A server for the next replica under all rules, leaving ``ahead`` more of the round placeable.
+
+        When no assignment of the ``ahead + 1`` replicas exists, falls back to the one-step choice
+        (this replica under all rules, the look-ahead over rows and columns only): the block will
+        relax at a later replica.
+        """
+        k = min(ahead + 1, N_SIDE - max(st.rows.bit_count(), st.cols.bit_count()))
+        if k <= 1:
+            return self._pick_cell_server(draw, st, True, True, True, ahead)
+        rows, cols, free = st.rows, st.cols, st.cell_free
+        cands = [
+            c for c in range(N_CELLS) if free[c] > 0 and not rows & _ROW_BIT[c] and not cols & _COL_BIT[c]
+        ]
+        allowed = {c: self._allowed_envs(c, st, k) for c in cands}
+        if all(a is None for a in allowed.values()):
+            return self._pick_cell_server(draw, st, True, True, True, ahead)
+        mask = sum(_CELL_BIT[c] for c in cands if allowed[c] is None or allowed[c])
+        plans = [p for p in _transversals(mask, k) if _hall([allowed[c] for c in p])]
+        if not plans:
+            return self._pick_cell_server(draw, st, True, True, True, 0)
+        good = sorted({c for p in plans for c in p})
+        while good:
+            i = draw.index(len(good))
+            c = good[i]
+            good[i] = good[-1]
+            good.pop()
+            rests = [[allowed[x] for x in p if x != c] for p in plans if c in p]
+
+            def env_ok(e: int, rests: list[list[frozenset[int] | None]] = rests) -> bool:
+                return any(_hall([a if a is None else a - {e} for a in rest]) for rest in rests)
+
+            s = self._pick_in_cell(c, draw, st, True, env_ok)
+            if s is not None:
+                return s
+        return None  # pragma: no cover - a plan's cell always has a tenant of an allowed environment
+
+    def _allowed_envs(self, c: int, st: _Block, need: int) -> frozenset[int] | None:
+        """The environments of cell ``c`` that can take this block's next replica, or None when at
+        least ``need`` can (then the cell cannot block a matching of ``need`` replicas)."""
+        active = self._cell_env_active[c]
+        # Each environment of the block, and each usable server of the cell already taken or chosen,
+        # can remove at most one environment from the cell.
+        if len(active) - len(st.envs) - (self._cell_servers[c] - st.cell_free[c]) >= need:
+            return None
+        out: set[int] = set()
+        members, taken = self._cell_env_tenants[c], st.taken
+        for e in active:
+            if e in st.envs:
+                continue
+            for t in members[e]:
+                pool = self._tenant_pool[t]
+                if any(pool.items[j] not in taken for j in range(pool.n)):
+                    out.add(e)
+                    break
+            if len(out) >= need:
+                return None
+        return frozenset(out)
 
     def _pick_cell_server(
         self, draw: _Uniforms, st: _Block, keep_row: bool, keep_col: bool, keep_env: bool, ahead: int
@@ -463,7 +416,8 @@ class ReplicaPlacer(PlacerBase):
         if ahead > 0 and len(cands) > 1:
             space = sum(_CELL_BIT[c] for c in range(N_CELLS) if free[c] > 0)
             good = [c for c in cands if _completable(space, rows | _ROW_BIT[c], cols | _COL_BIT[c], ahead)]
-            groups = [good, [c for c in cands if c not in good]]
+            # A preference (busy hours) never sends a replica to a cell that blocks the round.
+            groups = [good] if st.prefer and good else [good, [c for c in cands if c not in good]]
         else:
             groups = [cands]
         for group in groups:
@@ -477,7 +431,26 @@ class ReplicaPlacer(PlacerBase):
                     return s
         return None
 
-    def _pick_in_cell(self, c: int, draw: _Uniforms, st: _Block, keep_env: bool) -> int | None:
+    def _pick_in_cell(
+        self, c: int, draw: _Uniforms, st: _Block, keep_env: bool, env_ok: Callable[[int], bool] | None = None
+    ) -> int | None:
+        """A usable server of a random allowed tenant of cell ``c`` (while ``st.prefer``: only a
+        tenant not busy at any hour the block's replicas are busy)."""
+        masks = self._busy_hours
+        if masks is not None and st.prefer:
+            busy = st.busy
+            return self._pick_tenant_server(c, draw, st, keep_env, env_ok, lambda t: not masks[t] & busy)
+        return self._pick_tenant_server(c, draw, st, keep_env, env_ok, None)
+
+    def _pick_tenant_server(
+        self,
+        c: int,
+        draw: _Uniforms,
+        st: _Block,
+        keep_env: bool,
+        env_ok: Callable[[int], bool] | None,
+        tenant_ok: Callable[[int], bool] | None,
+    ) -> int | None:
         pool = self._cell_pool[c]
         n = pool.n
         if n == 0:
@@ -485,7 +458,9 @@ class ReplicaPlacer(PlacerBase):
         items, envs, tenv = pool.items, st.envs, self._tenant_env
         for _ in range(_TRIES):
             t = items[draw.index(n)]
-            if keep_env and tenv[t] in envs:
+            if keep_env and tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
+                continue
+            if tenant_ok is not None and not tenant_ok(t):
                 continue
             s = pick_from(self._tenant_pool[t], draw, st.taken)
             if s is not None:
@@ -493,7 +468,9 @@ class ReplicaPlacer(PlacerBase):
         start = draw.index(n)
         for j in range(n):
             t = items[(start + j) % n]
-            if keep_env and tenv[t] in envs:
+            if keep_env and tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
+                continue
+            if tenant_ok is not None and not tenant_ok(t):
                 continue
             s = pick_from(self._tenant_pool[t], draw, st.taken)
             if s is not None:
@@ -522,7 +499,7 @@ class ReplicaPlacer(PlacerBase):
 class _Block:
     """Per-call state of one block's placement."""
 
-    __slots__ = ("cell_free", "taken", "rows", "cols", "envs", "count")
+    __slots__ = ("cell_free", "taken", "rows", "cols", "envs", "count", "busy", "prefer")
 
     def __init__(self, cell_free: list[int], taken: set[int]) -> None:
         self.cell_free = cell_free
@@ -531,6 +508,8 @@ class _Block:
         self.cols = 0
         self.envs: set[int] = set()
         self.count = 0
+        self.busy = 0  # OR of the busy-hour masks of the block's replicas so far
+        self.prefer = False  # pick only tenants whose busy hours miss ``busy``
 
 
 _ROW_BIT = tuple(1 << (c // N_SIDE) for c in range(N_CELLS))
@@ -558,3 +537,35 @@ def _completable(space: int, rows: int, cols: int, k: int) -> bool:
         ):
             return True
     return False
+
+
+@lru_cache(maxsize=2048)
+def _transversals(cells: int, k: int) -> tuple[tuple[int, ...], ...]:
+    """Every set of ``k`` cells of the bitmask ``cells`` in pairwise distinct rows and columns."""
+    members = [c for c in range(N_CELLS) if cells & _CELL_BIT[c]]
+    return tuple(p for p in combinations(members, k) if _transversal(p))
+
+
+def _transversal(cells: tuple[int, ...]) -> bool:
+    """Whether the cells lie in pairwise distinct rows and columns."""
+    rows = cols = 0
+    for c in cells:
+        if rows & _ROW_BIT[c] or cols & _COL_BIT[c]:
+            return False
+        rows |= _ROW_BIT[c]
+        cols |= _COL_BIT[c]
+    return True
+
+
+def _hall(allowed: list[frozenset[int] | None]) -> bool:
+    """Whether the cells can get pairwise distinct environments (Hall's condition). ``None``: the
+    cell has at least ``len(allowed)`` environments, so no subset containing it can fail."""
+    exact = [a for a in allowed if a is not None]
+    n = len(exact)
+    if n <= 1:
+        return all(exact)
+    for mask in range(1, 1 << n):
+        members = [exact[i] for i in range(n) if mask >> i & 1]
+        if len(frozenset().union(*members)) < len(members):
+            return False
+    return True

@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 
 import numpy as np
 
-from placement_service.core.placement import (
+from placement_service.core.placement_base import (
     PlacementConfig,
     PlacementResult,
     PlacerBase,

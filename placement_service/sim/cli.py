@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from placement_service import HarvestError
+from placement_service.sim.agent_nodes import AgentSettings
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,9 @@ def _inputs(p: argparse.ArgumentParser, reimages_required: bool = False) -> None
     p.add_argument("--history-days", type=float, default=7.0, help="days of history the policy learns from")
 
 
+AGENT = AgentSettings()
+
+
 def register(subparsers: Any) -> None:
     sim = subparsers.add_parser("sim", help="trace-driven simulator: scheduling, durability, availability")
     sub = sim.add_subparsers(dest="sim_command", metavar="<experiment>")
@@ -92,6 +96,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-forecast-spill", action="store_true",
                    help="*-forecast systems: never use cores the forecast says the primary will take back "
                         "(default: use them last)")
+    p.add_argument("--agent-max-kills", type=int, default=AGENT.max_kills_per_round,
+                   help="node agent: most containers killed per agent tick (default: the agent's, "
+                        f"{AGENT.max_kills_per_round}; a large number means no cap)")
+    p.add_argument("--agent-cooldown-s", type=float, default=AGENT.cooldown_s,
+                   help=f"node agent: after a kill the advertised cores do not grow for this long "
+                        f"(default: the agent's, {AGENT.cooldown_s:g} s; 0: no cool-down)")
+    p.add_argument("--agent-tick-s", type=float, default=AGENT.tick_s,
+                   help=f"node agent: seconds between decisions (default {AGENT.tick_s:g})")
     p.set_defaults(func=_schedule)
 
     p = sub.add_parser("durability", help="HDFS-Stock vs HDFS-H: blocks lost in a year of reimages")
@@ -103,7 +115,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--repair-blocks-per-hour", type=float, default=30.0)
     p.add_argument("--block-size-mb", type=float, default=256.0)
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-risk (experimental: HDFS-H with "
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
     p.set_defaults(func=_durability)
 
@@ -119,7 +131,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--busy-cpu", type=float, default=None, help="busy threshold (default 1 - reserve)")
     p.add_argument("--block-size-mb", type=float, default=256.0)
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-risk (experimental: HDFS-H with "
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
     p.set_defaults(func=_availability)
 
@@ -222,6 +234,9 @@ def _schedule(args: argparse.Namespace) -> int:
             pt_server_choice=ServerChoice(args.pt_server_choice), h_max_wait_s=args.max_wait_s,
             h_reselect_after_s=args.reselect_after_s, forecast_horizon_s=args.forecast_horizon_s,
             forecast_quantile=args.forecast_quantile, forecast_spill=not args.no_forecast_spill,
+            agent=AgentSettings(
+                max_kills_per_round=args.agent_max_kills, cooldown_s=args.agent_cooldown_s, tick_s=args.agent_tick_s
+            ),
             workload=WorkloadConfig(
                 mean_interarrival_s=args.interarrival_s, length_scale=args.length_scale,
                 offered_core_frac=args.offered_core_frac,

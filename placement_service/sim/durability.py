@@ -5,7 +5,9 @@ of ``step_s`` (default one hour); in each step, in order:
 
 1. **Creations**: the blocks created in the step (creation times uniform over the simulated span,
    writers uniform over the servers) get their replicas from the placer (the policy core's
-   ``ReplicaPlacer`` or ``StockPlacer``: same code as the service).
+   ``ReplicaPlacer`` or ``StockPlacer``: same code as the service); HDFS-H places the step's blocks
+   in one ``place_many_indices`` call (the core's vectorized batch placement, same rules), and
+   its re-replications of a step in one ``place_one_more_indices`` call.
 2. **Reimages**: a reimaged server loses every replica on its disk (``rep`` entries set to -1) and
    its space is free again (``reset_server``). A block with no replica left is lost for good;
    the others join the re-replication queue.
@@ -121,10 +123,16 @@ def simulate_durability(
     create_rng: np.random.Generator,
     place_rng: np.random.Generator,
     repair_rng: np.random.Generator,
+    on_wipe: Callable[[float, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
 ) -> DurabilityResult:
-    """One (system, replicas) run; ``placer_factory()`` returns a fresh core placer for ``system``."""
+    """One (system, replicas) run; ``placer_factory()`` returns a fresh core placer for ``system``.
+
+    ``on_wipe(time_s, blocks, servers, lost)``: called at each step with reimages, with every replica
+    they wiped (block and server, one entry per replica) and the blocks lost by it (for analysis)."""
     wall0 = time.perf_counter()
     placer = placer_factory()
+    batch = getattr(placer, "place_many_indices", None)  # ReplicaPlacer's batch placement
+    repair_batch = getattr(placer, "place_one_more_indices", None)  # and its batch re-replication
     n = dc.n_servers
     names = dc.inventory.server
     index = dc.inventory.index()
@@ -149,29 +157,40 @@ def simulate_durability(
         # 1. creations.
         stop = int(np.searchsorted(create_t, t1, side="left"))
         if stop > next_block:
-            done_b: list[int] = []
-            done_k: list[int] = []
-            done_s: list[int] = []
-            for b, w in zip(range(next_block, stop), writer[next_block:stop].tolist(), strict=True):
-                try:
-                    res = placer.place(names[w], replicas, rng=place_rng)
-                except PlacementError:
-                    failed += 1
-                    continue
-                relaxed += res.relaxed
-                for k, name in enumerate(res.targets):
-                    done_b.append(b)
-                    done_k.append(k)
-                    done_s.append(index[name])
-            bb = np.array(done_b, dtype=np.int64)
-            ss = np.array(done_s, dtype=np.int32)
-            rep[bb, np.array(done_k, dtype=np.int64)] = ss
+            if batch is not None:  # HDFS-H: the whole step's blocks in one vectorized call
+                placed = batch(writer[next_block:stop], replicas, rng=place_rng)
+                ok = ~placed.failed
+                failed += int(placed.failed.sum())
+                relaxed += int(placed.relaxed.sum())
+                m = int(ok.sum())
+                bb = np.repeat(np.arange(next_block, stop)[ok], replicas)
+                kk = np.tile(np.arange(replicas, dtype=np.int64), m)
+                ss = placed.targets[ok].reshape(-1).astype(np.int32)
+            else:
+                done_b: list[int] = []
+                done_k: list[int] = []
+                done_s: list[int] = []
+                for b, w in zip(range(next_block, stop), writer[next_block:stop].tolist(), strict=True):
+                    try:
+                        res = placer.place(names[w], replicas, rng=place_rng)
+                    except PlacementError:
+                        failed += 1
+                        continue
+                    relaxed += res.relaxed
+                    for k, name in enumerate(res.targets):
+                        done_b.append(b)
+                        done_k.append(k)
+                        done_s.append(index[name])
+                bb = np.array(done_b, dtype=np.int64)
+                kk = np.array(done_k, dtype=np.int64)
+                ss = np.array(done_s, dtype=np.int32)
+            rep[bb, kk] = ss
             created = np.arange(next_block, stop)
             alive[created] = (rep[created] >= 0).sum(axis=1)
             short = created[(alive[created] > 0) & (alive[created] < replicas)]
             queued[short] = True
             queue = np.concatenate([queue, short])
-            idx.log(bb * replicas + np.array(done_k, dtype=np.int64), ss)
+            idx.log(bb * replicas + kk, ss)
             next_block = stop
         # 2. reimages.
         stop_r = int(np.searchsorted(reimages.time_s, t1, side="left"))
@@ -182,11 +201,14 @@ def simulate_durability(
                 placer.reset_server(names[s])
             pos = idx.on_servers(hit)
             if pos.size:
+                wiped = idx.flat[pos].copy()
                 idx.flat[pos] = -1
                 blocks, counts = np.unique(pos // replicas, return_counts=True)
                 alive[blocks] -= counts.astype(np.int8)
                 dead = blocks[(alive[blocks] == 0) & ~lost[blocks]]
                 lost[dead] = True
+                if on_wipe is not None:
+                    on_wipe(t1, pos // replicas, wiped.astype(np.int64), dead)
                 hurt = blocks[(alive[blocks] > 0) & ~queued[blocks]]
                 queued[hurt] = True
                 queue = np.concatenate([queue, hurt])
@@ -213,16 +235,25 @@ def simulate_durability(
             got_b: list[int] = []
             got_k: list[int] = []
             got_s: list[int] = []
-            for b, row in zip(sel.tolist(), rep[sel].tolist(), strict=True):
-                holders = [names[x] for x in row if x >= 0]
-                try:
-                    res = placer.place(None, 1, existing=holders, rng=place_rng)
-                except PlacementError:
-                    failed += 1
-                    continue
-                got_b.append(b)
-                got_k.append(row.index(-1))
-                got_s.append(index[res.targets[0]])
+            if repair_batch is not None and sel.size:  # HDFS-H: the step's repairs in one call
+                rows_sel = rep[sel]
+                placed = repair_batch(rows_sel, rng=place_rng)
+                ok_r = ~placed.failed
+                failed += int(placed.failed.sum())
+                got_b = sel[ok_r].tolist()
+                got_k = np.argmax(rows_sel[ok_r] < 0, axis=1).tolist()
+                got_s = placed.targets[ok_r, 0].tolist()
+            else:
+                for b, row in zip(sel.tolist(), rep[sel].tolist(), strict=True):
+                    holders = [names[x] for x in row if x >= 0]
+                    try:
+                        res = placer.place(None, 1, existing=holders, rng=place_rng)
+                    except PlacementError:
+                        failed += 1
+                        continue
+                    got_b.append(b)
+                    got_k.append(row.index(-1))
+                    got_s.append(index[res.targets[0]])
             if got_b:
                 gb = np.array(got_b, dtype=np.int64)
                 gk = np.array(got_k, dtype=np.int64)

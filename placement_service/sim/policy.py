@@ -130,6 +130,42 @@ class HdfsSystem(StrEnum):
     STOCK = "HDFS-Stock"
     H = "HDFS-H"  # the core's placement, grid columns by each tenant's p99 peak (the paper)
     H_RISK = "HDFS-H-risk"  # experimental: unpredictable tenants ranked by max(p99, mean + 4 std)
+    H_HOURS = "HDFS-H-hours"  # beyond the paper: HDFS-H + replicas on tenants not busy at the same hours
+
+
+BUSY_PROFILE_MARGIN_CPU = 0.0
+"""HDFS-H-hours counts a tenant as busy at an hour when its CPU came within this of the busy
+threshold there (the history is a sample: a margin keeps near-busy hours in the profile)."""
+BUSY_PROFILE_MIN_SHARE = 0.05
+"""... in more than this share of the history's samples at that hour of day (0: any sample)."""
+
+
+def busy_hour_masks(
+    dc: SimDatacenter,
+    cpu: np.ndarray,
+    history_slots: int,
+    busy_cpu: float,
+    min_share: float | None = None,
+    margin_cpu: float | None = None,
+) -> dict[str, int]:
+    """Per tenant, bit h set when its CPU was above ``busy_cpu - margin_cpu`` in more than
+    ``min_share`` of the history's samples at hour-of-day h (UTC of the trace's clock): its
+    busy-hour profile (defaults: ``BUSY_PROFILE_MARGIN_CPU``, ``BUSY_PROFILE_MIN_SHARE``)."""
+    min_share = BUSY_PROFILE_MIN_SHARE if min_share is None else min_share
+    margin_cpu = BUSY_PROFILE_MARGIN_CPU if margin_cpu is None else margin_cpu
+    h = max(1, min(int(history_slots), cpu.shape[1]))
+    t_s = dc.series.start_s + np.arange(h) * dc.series.interval_s
+    hour = ((t_s % 86400.0) // 3600.0).astype(np.int64)
+    busy = np.asarray(cpu[:, :h]) > np.float32(busy_cpu - margin_cpu)
+    counts = np.zeros((cpu.shape[0], 24))
+    for hr in range(24):
+        cols = hour == hr
+        if cols.any():
+            counts[:, hr] = busy[:, cols].mean(axis=1)
+    bits = counts > min_share
+    weights = 1 << np.arange(24, dtype=np.int64)
+    masks = (bits * weights).sum(axis=1)
+    return {t: int(m) for t, m in zip(dc.series.tenants, masks.tolist(), strict=True)}
 
 
 class Placer(Protocol):
@@ -151,10 +187,21 @@ class Placer(Protocol):
 
 
 def make_placer(
-    system: HdfsSystem, dc: SimDatacenter, grid: Mapping[str, GridCell], *, seed: int, block_size_mb: float
+    system: HdfsSystem,
+    dc: SimDatacenter,
+    grid: Mapping[str, GridCell],
+    *,
+    seed: int,
+    block_size_mb: float,
+    busy_hours: Mapping[str, int] | None = None,
 ) -> Placer:
-    """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H) or ``StockPlacer`` (HDFS-Stock)."""
+    """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H, -risk; -hours with the tenants'
+    ``busy_hours``) or ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
+    if system is HdfsSystem.H_HOURS:
+        if busy_hours is None:
+            raise ValueError("HDFS-H-hours needs the tenants' busy-hour profiles")
+        return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, busy_hours=busy_hours)
     if system in (HdfsSystem.H, HdfsSystem.H_RISK):
         return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed)
     return StockPlacer(dc.inventory, grid, config=config, seed=seed)

@@ -93,6 +93,13 @@ def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
         st, h = by.get((rep, "HDFS-Stock")), by.get((rep, "HDFS-H"))
         if st is None or h is None:
             continue
+        hours = by.get((rep, "HDFS-H-hours"))
+        if hours is not None:
+            checks.append(
+                f"- beyond the paper, {rep} replicas: HDFS-H-hours lost {min(hours)} / {sum(hours) / len(hours):.1f} / "
+                f"{max(hours)} blocks (min / mean / max over {len(hours)} runs) vs HDFS-H {sum(h) / len(h):.1f} on "
+                f"average; no loss of durability: **{'yes' if sum(hours) <= sum(h) else 'NO'}**"
+            )
         st_m, h_m = sum(st) / len(st), sum(h) / len(h)
         if rep >= 4:
             ok = max(h) == 0
@@ -104,6 +111,12 @@ def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
                 ratio += "; HDFS-Stock lost none either, so no contrast"
             what = f"HDFS-Stock {st_m:.1f} vs HDFS-H {h_m:.1f} blocks on average ({ratio}; needs >= 100x or none)"
         checks.append(f"- {rep} replicas: {what}: **{'yes' if ok else 'NO'}**")
+    hows = sorted({(str(r.get("reimage_source", "")), float(r.get("reimage_source_days", 0.0))) for r in recs})
+    for how, src_days in hows:
+        if how == "as-is":
+            checks.append(f"- reimages: the trace ({src_days:.1f} days) used as it is")
+        elif how == "bootstrap":
+            checks.append(f"- reimages: bootstrapped from the trace's own {src_days:.1f}-day span")
     return rows, checks
 
 
@@ -130,6 +143,15 @@ def _availability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
             f"- {rep} replicas, utilization <= 41%: HDFS-H worst {h_max:.4f}% failed, HDFS-Stock up to "
             f"{st_max:.4f}%: **{'yes' if ok else 'NO'}**"
         )
+        hours = [s for s in low if s["system"] == "HDFS-H-hours"]
+        if hours:
+            hr_max = max(float(s["failed_access_pct"]["max"]) for s in hours)
+            hr_acc = max(_mean(s, "failed_access_pct") * 1e4 for s in hours)  # per million accesses
+            checks.append(
+                f"- beyond the paper, {rep} replicas, utilization <= 41%: HDFS-H-hours worst {hr_max:.4f}% failed "
+                f"(mean up to {hr_acc:.0f} per million; HDFS-H worst {h_max:.4f}%), needs 0: "
+                f"**{'yes' if hr_max == 0.0 else 'NO'}**"
+            )
         risk = [s for s in summ if s["replicas"] == rep and s["system"] == "HDFS-H-risk"]
         paper = {s["level"]: s for s in summ if s["replicas"] == rep and s["system"] == "HDFS-H"}
         if risk:

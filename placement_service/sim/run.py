@@ -23,6 +23,7 @@ from placement_service.sim.policy import (
     ClassRouter,
     HdfsSystem,
     Placer,
+    busy_hour_masks,
     fit_classes,
     history_series,
     make_placer,
@@ -144,12 +145,12 @@ def system_grids(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> di
     rates = _tenant_rates(dc)
     paper = dict(placement_grid(dc, model.tenant_peak_cpu_, rates))
     risk = dict(placement_grid(dc, model.tenant_grid_peak_cpu_, rates))
-    return {HdfsSystem.STOCK: paper, HdfsSystem.H: paper, HdfsSystem.H_RISK: risk}
+    return {HdfsSystem.STOCK: paper, HdfsSystem.H: paper, HdfsSystem.H_RISK: risk, HdfsSystem.H_HOURS: paper}
 
 
 def year_of_reimages(dc: SimDatacenter, days: float, rng: np.random.Generator) -> ReimageSchedule:
     if dc.reimages is None:
-        return ReimageSchedule(np.zeros(0), np.zeros(0, dtype=np.int64))
+        return ReimageSchedule(np.zeros(0), np.zeros(0, dtype=np.int64), "none", 0.0)
     span = dc.reimage_window_s or dc.series.n_slots * dc.series.interval_s
     return extend_reimages(dc.reimages, dc.inventory, days, rng, window_start_s=dc.series.start_s, window_s=span)
 
@@ -168,6 +169,7 @@ def run_durability(
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
     grids = system_grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
+    hours = busy_hour_masks(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
     records: list[Record] = []
     for run in range(runs):
         streams = Streams(seed, run)
@@ -177,7 +179,7 @@ def run_durability(
                 def factory(system: HdfsSystem = system, run: int = run) -> Placer:
                     return make_placer(
                         system, dc, grids[system], seed=Streams(seed, run).seed_int("placer"),
-                        block_size_mb=config.block_size_mb,
+                        block_size_mb=config.block_size_mb, busy_hours=hours,
                     )
 
                 res = simulate_durability(
@@ -189,6 +191,7 @@ def run_durability(
                 rec: Record = {
                     "experiment": "durability", "datacenter": dc.name, "system": system.value,
                     "replicas": r, "run": run, "seed": seed,
+                    "reimage_source": schedule.how, "reimage_source_days": schedule.source_span_s / 86400.0,
                 }
                 rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
                 records.append(rec)
@@ -216,13 +219,14 @@ def run_availability(
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
         grids = system_grids(dc, cpu, hist, seed)
+        hours = busy_hour_masks(dc, cpu, hist, config.busy_threshold)
         for run in range(runs):
             streams = Streams(seed, run)
             for r in replicas:
                 for system in systems:
                     placer = make_placer(
                         system, dc, grids[system], seed=streams.seed_int("placer"),
-                        block_size_mb=config.block_size_mb,
+                        block_size_mb=config.block_size_mb, busy_hours=hours,
                     )
                     res = simulate_availability(
                         dc, cpu, placer, system, r, config,

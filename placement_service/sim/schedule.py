@@ -11,9 +11,12 @@ the primary tenants' CPU changes at every trace slot. Per server, in cores::
 
 Each step, in order:
 
-1. **Slot change**: recompute ``capacity``; on a server whose running containers exceed it, kill the
-   youngest containers first (ties: the last launched) until they fit; a killed task goes back to
-   its vertex's pending tasks and re-runs from scratch (YARN-Stock never kills).
+1. **Agents**: at a slot change the primary's cores change. Every step, each server's node agent
+   decides (``agent.decide.decide``, the production function, through ``sim/agent_nodes.py``): when
+   primary + containers eat into the reserve it kills the youngest containers, at most 4 per agent
+   tick (1 s), and after a kill its advertised cores do not grow for the 60 s cool-down; the
+   advertised cores are the server's ``capacity`` until the next step. A killed task goes back to
+   its vertex's pending tasks and re-runs from scratch (YARN-Stock has no agent and never kills).
 2. **Completions**: containers whose end time has passed finish; a vertex finishes with its last
    task, its children lose a pending parent, a job finishes with its last vertex.
 3. **Arrivals**: jobs whose arrival time has passed become known. YARN-H asks class selection
@@ -57,6 +60,7 @@ from enum import StrEnum
 import numpy as np
 
 from placement_service.core.forecast import HeadroomForecast
+from placement_service.sim.agent_nodes import AgentSettings, SimAgents
 from placement_service.sim.datacenter import SimDatacenter
 from placement_service.sim.policy import ClassRouter
 from placement_service.sim.workload import Arrivals, Workload, WorkloadConfig
@@ -98,6 +102,7 @@ class ScheduleConfig:
     forecast_quantile: float = 0.9
     forecast_spill: bool = True
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    agent: AgentSettings = field(default_factory=AgentSettings)
 
     def __post_init__(self) -> None:
         if self.days <= 0 or self.step_s <= 0 or self.history_days < 0 or self.drain_days < 0:
@@ -122,20 +127,6 @@ class ScheduleResult:
     waiting_jobs_avg: float
     reselections: int
     wall_s: float
-
-
-def youngest_victims(server: np.ndarray, start_s: np.ndarray, seq: np.ndarray, excess: np.ndarray) -> np.ndarray:
-    """Indices of the containers to kill: on each server, its ``excess[server]`` youngest ones.
-
-    Youngest = latest start, ties broken by the later launch (higher ``seq``). Vectorized: sort the
-    containers of over-full servers by (server, -start, -seq) and keep each server's first ranks.
-    """
-    on = np.flatnonzero(excess[server] > 0)
-    o = on[np.lexsort((-seq[on], -start_s[on], server[on]))]
-    srv = server[o]
-    first = np.searchsorted(srv, srv, side="left")
-    rank = np.arange(o.shape[0]) - first
-    return o[rank < excess[srv]]
 
 
 def _choose_fill(free: np.ndarray, servers: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -303,6 +294,8 @@ def simulate_schedule(
     slot = -1
     cap = np.zeros(n, dtype=np.int64)
     primary = np.zeros(n, dtype=np.int64)
+    frac = np.zeros(n)
+    agents = None if system is YarnSystem.STOCK else SimAgents(cores, reserve, config.agent)
     total_cores = float(cores.sum())
     t = 0.0
     progress_every = max(1, int(DAY_S / dt))
@@ -319,18 +312,18 @@ def simulate_schedule(
                 growth = forecast.growth_cores(tenant, cores, primary, dc.series.start_s + s * interval_s)
             if system is YarnSystem.STOCK:
                 cap = cores - reserve
-            else:
-                cap = np.maximum(0, cores - reserve - primary)
-                used = np.bincount(run.server, minlength=n)
-                excess = used - cap
-                if (excess > 0).any():
-                    victims = youngest_victims(run.server, run.start, run.seq, excess)
-                    killed += int(victims.shape[0])
-                    wasted += float((t - run.start[victims]).sum())
-                    np.add.at(v_pending, run.vertex[victims], 1)
-                    mask = np.ones(run.server.shape[0], dtype=bool)
-                    mask[victims] = False
-                    run.keep(mask)
+        if agents is not None:
+            # Every server's agent decides (agent.decide through the adapter): kills and the cores
+            # YARN may use there until the next step.
+            victims = agents.tick(t, dt, primary, frac * cores, run.server, run.start, run.seq)
+            if victims.size:
+                killed += int(victims.shape[0])
+                wasted += float((t - run.start[victims]).sum())
+                np.add.at(v_pending, run.vertex[victims], 1)
+                mask = np.ones(run.server.shape[0], dtype=bool)
+                mask[victims] = False
+                run.keep(mask)
+            cap = agents.advertised
         # 2. completions.
         fin = run.end <= t
         if fin.any():

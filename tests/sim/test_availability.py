@@ -4,16 +4,17 @@ import numpy as np
 import pytest
 
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
-from placement_service.sim.policy import HdfsSystem, make_placer, placement_grid
+from placement_service.sim.policy import HdfsSystem, busy_hour_masks, make_placer, placement_grid
 from tests.sim.conftest import make_dc
 
 
-def _run(cpu: np.ndarray, system: HdfsSystem, replicas: int = 3, **kw: float):  # type: ignore[no-untyped-def]
+def _run(cpu: np.ndarray, system: HdfsSystem, replicas: int = 3, margin: float = 0.0, **kw: float):  # type: ignore[no-untyped-def]
     dc = make_dc(cpu, servers_per_tenant=3)
     peaks = {t: float(np.percentile(cpu[i], 99)) for i, t in enumerate(dc.series.tenants)}
     grid = placement_grid(dc, peaks, {t: float(i % 3) for i, t in enumerate(dc.series.tenants)})
-    placer = make_placer(system, dc, grid, seed=0, block_size_mb=256.0)
     cfg = AvailabilityConfig(days=1.0, history_days=1.0, blocks=2000, accesses=20000, **kw)  # type: ignore[arg-type]
+    hours = busy_hour_masks(dc, cpu, 288, cfg.busy_threshold, margin_cpu=margin)
+    placer = make_placer(system, dc, grid, seed=0, block_size_mb=256.0, busy_hours=hours)
     rng = np.random.default_rng
     return simulate_availability(dc, dc.cpu, placer, system, replicas, cfg,
                                  create_rng=rng(0), place_rng=rng(1), access_rng=rng(2))
@@ -45,3 +46,26 @@ def test_diverse_columns_survive_peaking_tenants() -> None:
     stock = _run(cpu, HdfsSystem.STOCK)
     assert h.failed_accesses == 0  # never two replicas in one peak column
     assert stock.failed_accesses >= h.failed_accesses
+
+
+def test_busy_hour_profiles_keep_replicas_off_tenants_busy_together() -> None:
+    # Tenants 0-5 are loaded every night (00-06), 6-8 every afternoon (12-18): near the busy
+    # threshold in the history (0.6 < 0.667, so blocks are placed freely), above it in the access
+    # window. Every grid row holds two night tenants and one afternoon tenant, so HDFS-H (peak
+    # columns only) puts some blocks on night tenants alone; HDFS-H-hours learns the profiles from
+    # the history (with a margin of 0.1 below the threshold) and never does.
+    t = np.arange(576) * 300.0
+    hour = (t % 86400) // 3600
+    cpu = np.full((9, 576), 0.2)
+    for i in range(9):
+        row = i % 3  # tenant i sits in row i % 3 (its reimage rate)
+        # peak rank within the row: the afternoon tenant of row r gets column r, so every row and
+        # every column holds one (a block can always have one replica on an afternoon tenant)
+        rank = row if i >= 6 else [c for c in range(3) if c != row][i // 3]
+        loaded = (hour < 6) if i < 6 else ((hour >= 12) & (hour < 18))
+        cpu[i, loaded] = np.where(t[loaded] < 86400, 0.6, 0.85 + 0.03 * rank)
+    paper = _run(cpu, HdfsSystem.H)
+    hours = _run(cpu, HdfsSystem.H_HOURS, margin=0.1)
+    assert paper.relaxed_placements == hours.relaxed_placements == 0
+    assert paper.failed_accesses > 100
+    assert hours.failed_accesses == 0

@@ -50,3 +50,43 @@ def test_a_trace_covering_the_span_is_used_as_is() -> None:
     out = extend_reimages(ev, inv, 365.0, np.random.default_rng(0), window_start_s=0.0, window_s=365 * DAY_S)
     assert out.time_s.tolist() == [5.0, 100 * DAY_S, 300 * DAY_S]
     assert out.server.tolist() == [0, 1, 2]
+
+
+def test_a_reimage_log_longer_than_the_utilization_window_is_used_as_it_is() -> None:
+    # A year of reimages (one event a week per server, at different hours) next to a 28-day
+    # utilization window: nothing is clipped to the window's end and nothing is replayed.
+    inv = make_inventory(["a", "b"], 4)
+    rng = np.random.default_rng(3)
+    ts = np.sort(np.concatenate([np.arange(54) * 7 * DAY_S + rng.uniform(0, DAY_S, 54) for _ in range(8)]))
+    servers = tuple(f"s{int(i):03d}" for i in rng.integers(0, 8, ts.size))
+    ev = ReimageEvents(ts, servers)
+    out = extend_reimages(ev, inv, 365.0, rng, window_start_s=0.0, window_s=28 * DAY_S)
+    assert out.how == "as-is" and out.source_span_s >= 365 * DAY_S
+    assert out.time_s.tolist() == ts[ts < 365 * DAY_S].tolist()  # the events themselves, at their instants
+    assert np.max(np.bincount(np.round(out.time_s).astype(np.int64) // 3600)) <= 8  # no pile-up at one instant
+
+
+def test_a_log_longer_than_the_window_but_shorter_than_the_span_is_bootstrapped_from_its_own_span() -> None:
+    inv = make_inventory(["a"], 2)
+    ts = np.arange(0.0, 90 * DAY_S, 3 * DAY_S)  # 90 days of events, one every 3 days
+    ev = ReimageEvents(ts, tuple("s000" if i % 2 else "s001" for i in range(ts.size)))
+    out = extend_reimages(ev, inv, 360.0, np.random.default_rng(0), window_start_s=0.0, window_s=28 * DAY_S)
+    assert out.how == "bootstrap" and out.source_span_s == pytest.approx(90 * DAY_S)  # 87 days + one mean gap
+    # the rate is the trace's own (one event per 3 days), not 87/28 times it
+    assert out.time_s.size == pytest.approx(360 / 3, rel=0.05)
+    assert len(np.unique(out.time_s)) == out.time_s.size
+
+
+def test_the_durability_report_says_how_the_reimages_were_used() -> None:
+    from placement_service.sim.report import SECTIONS
+
+    recs = [
+        {"replicas": 3, "system": s, "lost_blocks": 0, "blocks": 10, "reimage_source": "bootstrap",
+         "reimage_source_days": 28.0}
+        for s in ("HDFS-Stock", "HDFS-H")
+    ]
+    _, checks = SECTIONS["durability"]({"records": recs})
+    assert "- reimages: bootstrapped from the trace's own 28.0-day span" in checks
+    recs[0]["reimage_source"] = recs[1]["reimage_source"] = "as-is"
+    recs[0]["reimage_source_days"] = recs[1]["reimage_source_days"] = 365.0
+    assert "- reimages: the trace (365.0 days) used as it is" in SECTIONS["durability"]({"records": recs})[1]

@@ -14,27 +14,10 @@ from placement_service.sim.schedule import (
     _choose_forecast,
     _choose_proportional,
     simulate_schedule,
-    youngest_victims,
 )
 from placement_service.sim.streams import Streams
 from placement_service.sim.workload import Arrivals, Workload, WorkloadConfig, build_workload
 from tests.sim.conftest import chain_job, make_dc
-
-
-@pytest.mark.parametrize(
-    ("server", "start", "excess", "expected"),
-    [
-        ([0, 0, 0], [10.0, 30.0, 20.0], [1], {1}),  # the latest start dies
-        ([0, 0, 0], [10.0, 30.0, 20.0], [2], {1, 2}),
-        ([0, 1, 0, 1], [5.0, 5.0, 6.0, 1.0], [0, 1], {1}),  # only the over-full server
-        ([0, 0], [5.0, 5.0], [1], {1}),  # same start: the later launch (seq) dies
-        ([0, 0], [5.0, 5.0], [5], {0, 1}),  # cannot kill more than it runs
-    ],
-)
-def test_youngest_victims(server: list[int], start: list[float], excess: list[int], expected: set[int]) -> None:
-    srv = np.array(server)
-    got = youngest_victims(srv, np.array(start), np.arange(len(server)), np.array(excess))
-    assert set(got.tolist()) == expected
 
 
 def test_server_choices_respect_room_and_candidates() -> None:

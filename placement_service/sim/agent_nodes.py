@@ -1,0 +1,168 @@
+"""Adapter: every simulated server runs the node agent's own decision (``agent.decide.decide``).
+
+The scheduling simulator does not choose what to kill, nor how many cores YARN may use on a server:
+each server is a node whose agent decides, with the production function and its defaults (reserve,
+youngest container first, at most ``max_kills_per_round`` kills per agent tick, cool-down after a
+kill during which the advertised cores never grow, damping). This module only translates:
+
+- simulator -> agent: a ``NodeView`` per server (primary cores rounded up as the agent does, one
+  ``ContainerView`` per running task holding one core, its launch time as process start and its
+  launch sequence + 2 as container number: the simulator has no ApplicationMasters, and the agent
+  kills container 1 of an attempt last); memory is not simulated (capacity without limit, no use);
+- agent -> simulator: the kills (container numbers back to task indices) and the advertised cores,
+  which are the server's YARN capacity until the next decision.
+
+Ticks: the agent decides every ``tick_s`` (1 s by default); one simulator step of ``step_s`` holds
+``step_s / tick_s`` ticks. Within a step the adapter runs ticks until a tick kills nothing (later
+ticks of the step would see the same node: the killed tasks have gone, the primary has not moved),
+so the per-round cap limits kills per tick, as on a node, not per step.
+
+Which servers are asked: a server is asked when its primary + tasks exceed ``cores - reserve`` (a
+deficit), when it is in a cool-down, or when its advertised cores differ from the target. For any
+other server ``decide`` would return the advertised cores unchanged with no kill (the target equals
+the advertised value, no deficit, no cool-down), so the call is skipped; ``test_agent_nodes``
+checks this against calling it for every server.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.attribute import ContainerView, NodeView
+from agent.decide import DecideState, Policy, decide
+
+_NO_LIMIT_MB = 1e15
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """The agent's settings the simulator exposes (defaults: the agent's own)."""
+
+    max_kills_per_round: int = Policy.max_kills_per_round
+    cooldown_s: float = Policy.cooldown_s
+    tick_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_kills_per_round < 1 or self.cooldown_s < 0 or not self.tick_s > 0:
+            raise ValueError("max_kills_per_round must be >= 1, cooldown_s >= 0 and tick_s > 0")
+
+
+class SimAgents:
+    """One agent state per simulated server; ``tick`` runs the agents of one simulator step."""
+
+    def __init__(
+        self, cores: np.ndarray, reserve: np.ndarray, settings: AgentSettings, *, ask_all: bool = False
+    ):
+        self.cores = np.asarray(cores, dtype=np.int64)
+        self.reserve = np.asarray(reserve, dtype=np.int64)
+        self.settings = settings
+        self.ask_all = ask_all  # call decide for every server (the check of the skip rule)
+        n = self.cores.shape[0]
+        self.advertised = np.maximum(0, self.cores - self.reserve)
+        self.last_change_s = np.full(n, -math.inf)
+        self.cooldown_until_s = np.full(n, -math.inf)
+        self._policies: dict[tuple[int, int], Policy] = {}
+        self.calls = 0
+
+    def _policy(self, s: int) -> Policy:
+        key = (int(self.cores[s]), int(self.reserve[s]))
+        p = self._policies.get(key)
+        if p is None:
+            p = Policy(
+                capacity_cores=float(key[0]),
+                capacity_memory_mb=_NO_LIMIT_MB,
+                reserve_cores=float(key[1]),
+                reserve_memory_mb=0.0,
+                max_kills_per_round=self.settings.max_kills_per_round,
+                cooldown_s=self.settings.cooldown_s,
+                stale_after_s=math.inf,
+            )
+            self._policies[key] = p
+        return p
+
+    def tick(
+        self,
+        now_s: float,
+        step_s: float,
+        primary_cores: np.ndarray,
+        primary_raw: np.ndarray,
+        server: np.ndarray,
+        start_s: np.ndarray,
+        seq: np.ndarray,
+    ) -> np.ndarray:
+        """Run the agents for one step; return the indices (into the task arrays) of the kills.
+
+        ``primary_cores``: the primary's cores rounded up, per server; ``primary_raw``: unrounded.
+        ``server``, ``start_s``, ``seq``: the running tasks. ``advertised`` holds the result.
+        """
+        n = self.cores.shape[0]
+        used = np.bincount(server, minlength=n)
+        budget = self.cores - self.reserve
+        target = np.maximum(0, budget - primary_cores)
+        ask = (primary_cores + used > budget) | (now_s < self.cooldown_until_s) | (self.advertised != target)
+        if self.ask_all:
+            ask[:] = True
+        servers = np.flatnonzero(ask)
+        if servers.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        order = np.argsort(server, kind="stable")
+        bounds = np.searchsorted(server[order], np.arange(n + 1))
+        rounds = max(1, int(step_s // self.settings.tick_s))
+        victims: list[int] = []
+        for s in servers.tolist():
+            tasks = order[bounds[s] : bounds[s + 1]]
+            views = {
+                _task_id(int(seq[i])): ContainerView(
+                    container_id=_task_id(int(seq[i])),
+                    cpu_cores=1.0,
+                    memory_mb=0.0,
+                    start_time=float(start_s[i]),
+                    processes=((int(seq[i]), float(start_s[i])),),
+                    pgids=(),
+                    alloc_cores=1.0,
+                )
+                for i in tasks.tolist()
+            }
+            task_of = {cid: int(i) for cid, i in zip(views, tasks.tolist(), strict=True)}
+            state = DecideState(
+                advertised_cores=int(self.advertised[s]),
+                advertised_memory_mb=0,
+                last_change_s=float(self.last_change_s[s]),
+                cooldown_until_s=float(self.cooldown_until_s[s]),
+            )
+            policy = self._policy(s)
+            for r in range(rounds):
+                view = NodeView(
+                    timestamp=now_s + r * self.settings.tick_s,
+                    window_s=self.settings.tick_s,
+                    node_cpu_cores=float(self.cores[s]),
+                    node_memory_mb=_NO_LIMIT_MB,
+                    primary_cpu_raw=float(primary_raw[s]),
+                    primary_cpu_cores=int(primary_cores[s]),
+                    primary_memory_mb=0,
+                    secondary_cpu_cores=float(len(views)),
+                    secondary_memory_mb=0.0,
+                    datanode_cpu_cores=0.0,
+                    datanode_memory_mb=0.0,
+                    containers=tuple(views.values()),
+                )
+                decision = decide(view, now_s + r * self.settings.tick_s, policy, state)
+                self.calls += 1
+                state = decision.state
+                for k in decision.kills:
+                    victims.append(task_of[k.container_id])
+                    del views[k.container_id]
+                if not decision.kills:
+                    break
+            self.advertised[s] = state.advertised_cores
+            self.last_change_s[s] = state.last_change_s
+            self.cooldown_until_s[s] = state.cooldown_until_s
+        return np.asarray(victims, dtype=np.int64)
+
+
+def _task_id(seq: int) -> str:
+    """A YARN container id for a simulated task: container number ``seq + 2``, never 1 (an AM)."""
+    return f"container_0_0_0_{seq + 2}"
