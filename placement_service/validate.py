@@ -1,0 +1,256 @@
+"""One validation of each kind of input, shared by every API, command and config loader.
+
+Every check raises :class:`InputError` naming the offending field (``reports[3].timestamp``,
+``--interval-s``, ``classes[2].peak_cpu``); callers add where the value came from (a file, a flag)
+and turn it into their answer: HTTP 400, gRPC ``INVALID_ARGUMENT``, exit status 2.
+
+- **Names** (nodes, tenants, writers): 1..253 characters of ``[A-Za-z0-9._:@/+-]``, matched over the
+  whole string (a trailing newline is not a name character).
+- **Numbers**: finite floats only (no NaN, no infinity, no integer too large for a float), optional
+  bounds; integers are integers (not booleans, not 2.5) within explicit bounds.
+- **Text numbers** (query arguments, flags, environment variables, config strings): the same rules
+  after parsing, so ``"nan"``, ``"inf"`` and ``"1e400"`` are refused everywhere.
+- **Epoch timestamps** of queries: 0 .. 2100-01-01.
+- **JSON documents**: at most ``MAX_JSON_DEPTH`` levels of nesting, checked without recursion (a
+  body nested 100,000 deep is an error, not a crash). A huge integer parses (up to Python's 4,300
+  digits) and is then refused by the field's own check, which names the field.
+- **Output paths**: ``--out`` / ``--plan`` must not name a directory and their parent must exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from placement_service import HarvestError
+
+MAX_NAME_LEN = 253
+NAME_CHARS = "letters, digits and . _ : @ / + -"
+_NAME_RE = re.compile(r"[A-Za-z0-9._:@/+-]{1,253}")  # 253 = MAX_NAME_LEN
+# Class ids are YARN node labels and Capacity Scheduler queue names (YARN's label rule).
+CLASS_ID_CHARS = "letters, digits, - and _"
+_CLASS_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,254}")
+MAX_JSON_DEPTH = 64
+MAX_INT_DIGITS = 40  # integers as text: 10^40 is beyond every count, size and sequence number we store
+MAX_EPOCH_S = 4_102_444_800.0  # 2100-01-01: later "epoch seconds" are a unit mistake (ms, us)
+
+
+class InputError(HarvestError):
+    """An input value is invalid; ``field`` names it (``None`` when the whole input is)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+# -- names ---------------------------------------------------------------------------------------
+def is_name(value: object) -> bool:
+    return isinstance(value, str) and _NAME_RE.fullmatch(value) is not None
+
+
+def check_name(value: object, field: str) -> str:
+    """A node, tenant or writer name; the whole string must match (no trailing newline)."""
+    if not isinstance(value, str):
+        raise InputError(f"{field}: must be a string, got {type(value).__name__}", field)
+    if not value or len(value) > MAX_NAME_LEN:
+        raise InputError(f"{field}: must be 1..{MAX_NAME_LEN} characters, got {len(value)}", field)
+    if _NAME_RE.fullmatch(value) is None:
+        bad = next((ch for ch in value if _NAME_RE.fullmatch(ch) is None), "")
+        raise InputError(f"{field}: may only contain {NAME_CHARS}, got {bad!r} in {short_repr(value)}", field)
+    return value
+
+
+def check_class_id(value: object, field: str) -> str:
+    """A utilization class id (also a YARN node label and queue name, so never a path)."""
+    if not isinstance(value, str) or _CLASS_ID_RE.fullmatch(value) is None:
+        raise InputError(f"{field}: a class id is 1..255 {CLASS_ID_CHARS} (starting with a letter or digit), "
+                         f"got {short_repr(value)}", field)
+    return value
+
+
+# -- numbers -------------------------------------------------------------------------------------
+def check_finite(
+    value: object, field: str, *, minimum: float | None = None, maximum: float | None = None,
+    positive: bool = False,
+) -> float:
+    """A JSON / TOML number as a finite float within ``[minimum, maximum]`` (``> 0`` when ``positive``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"{field}: must be a number, got {type(value).__name__}", field)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InputError(f"{field}: must be a finite number, got an integer of {_digits(value)} digits",
+                         field) from None
+    if not math.isfinite(number):
+        raise InputError(f"{field}: must be a finite number, got {value!r}", field)
+    _check_bounds(number, field, minimum, maximum, positive)
+    return number
+
+
+def check_int(value: object, field: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """A JSON / TOML integer (not a boolean, not 2.5) within ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{field}: must be an integer, got {short_repr(value)}", field)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise InputError(f"{field}: must be an integer {_range(minimum, maximum)}, got {short_repr(value)}", field)
+    return value
+
+
+def parse_float(
+    text: object, field: str, *, minimum: float | None = None, maximum: float | None = None,
+    positive: bool = False,
+) -> float:
+    """A number given as text (query argument, flag, environment) or as a number; finite, in bounds."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return check_finite(text, field, minimum=minimum, maximum=maximum, positive=positive)
+    if not isinstance(text, str):
+        raise InputError(f"{field}: must be a number, got {type(text).__name__}", field)
+    try:
+        number = float(text.strip())
+    except ValueError:
+        raise InputError(f"{field}: must be a number, got {short_repr(text)}", field) from None
+    if not math.isfinite(number):
+        raise InputError(f"{field}: must be a finite number, got {short_repr(text)}", field)
+    _check_bounds(number, field, minimum, maximum, positive)
+    return number
+
+
+def parse_int(text: object, field: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer given as text or as a number (never a boolean or a fraction)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return check_int(text, field, minimum=minimum, maximum=maximum)
+    if not isinstance(text, str):
+        raise InputError(f"{field}: must be an integer, got {short_repr(text)}", field)
+    stripped = text.strip()
+    if len(stripped) > MAX_INT_DIGITS + 1:
+        raise InputError(f"{field}: must be an integer {_range(minimum, maximum)}, got {short_repr(text)}", field)
+    try:
+        value = int(stripped)
+    except ValueError:
+        raise InputError(f"{field}: must be an integer, got {short_repr(text)}", field) from None
+    return check_int(value, field, minimum=minimum, maximum=maximum)
+
+
+def parse_bool(value: object, field: str) -> bool:
+    """``true/false`` (JSON / TOML) or one of ``1 true yes on`` / ``0 false no off`` as text."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, str | int) else None
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise InputError(f"{field}: must be true or false, got {short_repr(value)}", field)
+
+
+def parse_epoch_s(text: object, field: str) -> float:
+    """Epoch seconds of a query bound: 0 .. 2100-01-01."""
+    return parse_float(text, field, minimum=0.0, maximum=MAX_EPOCH_S)
+
+
+def _check_bounds(number: float, field: str, minimum: float | None, maximum: float | None, positive: bool) -> None:
+    if positive and number <= 0.0:
+        raise InputError(f"{field}: must be > 0, got {number:g}", field)
+    if minimum is not None and number < minimum:
+        raise InputError(f"{field}: must be >= {minimum:g}, got {number:g}", field)
+    if maximum is not None and number > maximum:
+        raise InputError(f"{field}: must be <= {maximum:g}, got {number:g}", field)
+
+
+def _range(minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"{minimum}..{maximum}"
+    if minimum is not None:
+        return f">= {minimum}"
+    return f"<= {maximum}" if maximum is not None else ""
+
+
+def _digits(value: int | float) -> int:
+    return len(str(abs(int(value)))) if isinstance(value, int) else 0
+
+
+def short_repr(value: object, limit: int = 40) -> str:
+    """``repr`` of a value, cut to ``limit`` characters (an error line stays one short line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"an integer of {_digits(value)} digits"
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+def json_depth_exceeds(doc: Any, max_depth: int) -> bool:
+    """True when ``doc`` nests lists / objects more than ``max_depth`` deep (iterative, no recursion)."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return True
+        children = node.values() if type(node) is dict else node
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                stack.append((child, depth + 1))
+    return False
+
+
+def loads_json(raw: bytes | str, where: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse one JSON document; errors name ``where`` (``body``, a file name) and the position."""
+    try:
+        doc = json.loads(raw)
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested more than {max_depth} levels deep", where) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text (byte {exc.start})", where) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: malformed JSON: line {exc.lineno} column {exc.colno}: {exc.msg}", where) from None
+    except ValueError as exc:  # an integer beyond Python's 4,300-digit conversion limit
+        raise InputError(f"{where}: malformed JSON: {exc}", where) from None
+    if isinstance(doc, dict | list) and json_depth_exceeds(doc, max_depth):
+        raise InputError(f"{where}: JSON nested more than {max_depth} levels deep", where)
+    return doc
+
+
+def load_json_file(path: str | Path, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Read and parse a JSON file; every failure is one ``InputError`` line naming the file."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what}: {exc.strerror or exc}", str(path)) from None
+    try:
+        return loads_json(raw, str(path), max_depth=max_depth)
+    except InputError as exc:
+        raise InputError(f"{exc} ({what})", str(path)) from None
+
+
+# -- files named on the command line -------------------------------------------------------------
+def check_output_path(path: str | Path, field: str) -> Path:
+    """A file the command will write: not a directory, in a directory that exists."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{field}: {p} is a directory; give a file name", field)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{field}: directory {parent} does not exist", field)
+    return p
+
+
+def output_file(text: str) -> Path:
+    """``argparse`` type of ``--out`` / ``--plan``: exit 2 with one line when the path cannot be a file."""
+    try:
+        return check_output_path(text, "path")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("path: ")) from None
+
+
+def finite_float(text: str) -> float:
+    """``argparse`` type: a finite number (``nan``, ``inf``, ``1e400`` are refused)."""
+    try:
+        return parse_float(text, "value")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
