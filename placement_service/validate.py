@@ -14,7 +14,7 @@ and turn it into their answer: HTTP 400, gRPC ``INVALID_ARGUMENT``, exit status 
 - **JSON documents**: at most ``MAX_JSON_DEPTH`` levels of nesting, checked without recursion (a
   body nested 100,000 deep is an error, not a crash). A huge integer parses (up to Python's 4,300
   digits) and is then refused by the field's own check, which names the field.
-- **Output paths**: ``--out`` / ``--plan`` must not name a directory and their parent must exist.
+- **Output paths**: ``--out`` must not name a directory.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -199,49 +200,52 @@ def json_depth_exceeds(doc: Any, max_depth: int) -> bool:
     return False
 
 
-def loads_json(raw: bytes | str, where: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def loads_json(raw: bytes | str, where: str, *, max_depth: int = MAX_JSON_DEPTH,
+               object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """Parse one JSON document; errors name ``where`` (``body``, a file name) and the position."""
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw, object_pairs_hook=object_pairs_hook)
     except RecursionError:
         raise InputError(f"{where}: JSON nested more than {max_depth} levels deep", where) from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: not UTF-8 text (byte {exc.start})", where) from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: malformed JSON: line {exc.lineno} column {exc.colno}: {exc.msg}", where) from None
+        raise InputError(f"{where}: not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}", where) from None
     except ValueError as exc:  # an integer beyond Python's 4,300-digit conversion limit
-        raise InputError(f"{where}: malformed JSON: {exc}", where) from None
+        raise InputError(f"{where}: not valid JSON: {exc}", where) from None
     if isinstance(doc, dict | list) and json_depth_exceeds(doc, max_depth):
         raise InputError(f"{where}: JSON nested more than {max_depth} levels deep", where)
     return doc
 
 
-def load_json_file(path: str | Path, what: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def load_json_file(path: str | Path, what: str, *, max_depth: int = MAX_JSON_DEPTH,
+                   object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """Read and parse a JSON file; every failure is one ``InputError`` line naming the file."""
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read the {what}: {exc.strerror or exc}", str(path)) from None
     try:
-        return loads_json(raw, str(path), max_depth=max_depth)
+        return loads_json(raw, str(path), max_depth=max_depth, object_pairs_hook=object_pairs_hook)
     except InputError as exc:
         raise InputError(f"{exc} ({what})", str(path)) from None
 
 
 # -- files named on the command line -------------------------------------------------------------
 def check_output_path(path: str | Path, field: str) -> Path:
-    """A file the command will write: not a directory, in a directory that exists."""
+    """A file the command will write must not be an existing directory (the atomic rename would fail
+    only after all the work). A missing parent directory is the writer's business (some create it)."""
     p = Path(path)
     if p.is_dir():
         raise InputError(f"{field}: {p} is a directory; give a file name", field)
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"{field}: directory {parent} does not exist", field)
     return p
 
 
 def output_file(text: str) -> Path:
-    """``argparse`` type of ``--out`` / ``--plan``: exit 2 with one line when the path cannot be a file."""
+    """``argparse`` type of an output file (``-`` is standard output): exit 2 with one line when the
+    path names a directory."""
+    if text == "-":
+        return Path(text)
     try:
         return check_output_path(text, "path")
     except InputError as exc:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError
+from placement_service.validate import output_file
 
 
 def _add_routing_args(p: argparse.ArgumentParser) -> None:
@@ -67,12 +68,9 @@ def _history(args: argparse.Namespace) -> Any:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise HarvestError(f"{path}: cannot read: {exc}") from None
-    except ValueError as exc:
-        raise HarvestError(f"{path}: not valid JSON: {exc}") from None
+    from placement_service.validate import load_json_file
+
+    return load_json_file(path, "input")
 
 
 def _write(path: Path | None, text: str) -> None:
@@ -252,7 +250,7 @@ def register(subparsers: Any) -> None:
                               description="One queue and one node label per class; capacities add up to 100 "
                               "per parent and partition.")
     p.add_argument("--classes", type=Path, required=True)
-    p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
+    p.add_argument("--out", type=output_file, default=None, help="output file (default: stdout)")
     p.add_argument("--default-capacity", type=float, default=20.0,
                    help="DEFAULT-partition share of the default queue, percent (default 20)")
     p.add_argument("--default-label-share", type=float, default=10.0,
@@ -268,7 +266,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--inventory", type=Path, required=True, help="inventory CSV/Parquet (server, tenant)")
     p.add_argument("--domain", choices=["row", "cell"], default="row")
     p.add_argument("--decommissioned", help="comma-separated servers to list as DECOMMISSIONED")
-    p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
+    p.add_argument("--out", type=output_file, default=None, help="output file (default: stdout)")
     p.set_defaults(func=_cmd_hosts)
 
     p = subparsers.add_parser("topology-map", help="mapping file for the rack-awareness script",
@@ -280,7 +278,7 @@ def register(subparsers: Any) -> None:
                    help="inventory CSV/Parquet (server, rack[, datacenter][, ip])")
     p.add_argument("--no-resolve", dest="resolve", action="store_false",
                    help="do not resolve names that have no 'ip' value (they get only a name line)")
-    p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
+    p.add_argument("--out", type=output_file, default=None, help="output file (default: stdout)")
     p.set_defaults(func=_cmd_topology)
 
     p = subparsers.add_parser("install-scripts", help="copy the NM label and topology scripts to a directory",

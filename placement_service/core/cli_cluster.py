@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from placement_service import HarvestError
 from placement_service.atomic import atomic_write_json
+from placement_service.validate import output_file
 
 if TYPE_CHECKING:
     from placement_service.core.clustering import UtilizationClustering
@@ -52,7 +53,7 @@ def register(subparsers: Any) -> None:
         help="inventory (Parquet or CSV): checks the sampled servers, weighs class series by servers and "
         "sizes classes in servers and cores",
     )
-    p.add_argument("--out", required=True, metavar="FILE", help="where to write classes.json")
+    p.add_argument("--out", required=True, metavar="FILE", type=output_file, help="where to write classes.json")
     p.add_argument("--cpu-percent", action="store_true", help="the cpu column holds 0-100 instead of 0-1")
     p.add_argument(
         "--interval-s",

@@ -13,6 +13,7 @@ from typing import Any
 
 from placement_service import HarvestError
 from placement_service.atomic import atomic_open
+from placement_service.validate import InputError, load_json_file, output_file
 
 
 class DecideInputError(HarvestError):
@@ -94,7 +95,7 @@ def register(subparsers: Any) -> None:
     pl.add_argument("--blocks", required=True, type=int, help="number of blocks to place")
     pl.add_argument("--replicas", type=int, default=3, help="replicas per block (default 3)")
     pl.add_argument("--seed", type=int, default=0, help="seed of writers and placement (default 0)")
-    pl.add_argument("--out", required=True, type=Path, help="output file, one JSON line per block")
+    pl.add_argument("--out", required=True, type=output_file, help="output file, one JSON line per block")
     pl.add_argument(
         "--strict",
         action="store_true",
@@ -109,14 +110,9 @@ def register(subparsers: Any) -> None:
 
 def _read_json(path: Path, what: str) -> Any:
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except OSError as exc:
-        raise DecideInputError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise DecideInputError(
-            f"{path}: not valid JSON ({what}): line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
+        return load_json_file(path, what)
+    except InputError as exc:
+        raise DecideInputError(str(exc)) from None
 
 
 def _select(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from placement_service import HarvestError
 from placement_service.sim.agent_nodes import AgentSettings
+from placement_service.validate import output_file
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("report", help="Markdown report (and figures) from results directories")
     p.add_argument("results", nargs="+", help="directories holding results.json")
-    p.add_argument("--out", required=True, help="Markdown file to write (e.g. docs/results.md)")
+    p.add_argument("--out", required=True, type=output_file, help="Markdown file to write (e.g. docs/results.md)")
     p.add_argument("--figures", help="directory for the figures (default: next to the Markdown)")
     p.set_defaults(func=_report)
 

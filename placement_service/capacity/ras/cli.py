@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from placement_service.validate import output_file
+
 
 def register(subparsers: Any) -> None:
     ras = subparsers.add_parser(
@@ -29,7 +31,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--previous", help="previous plan A.json (servers that need not move stay)")
     p.add_argument("--time-limit-s", type=float, help="overall time limit (default: settings.time_limit_s, 60)")
     p.add_argument("--method", choices=["auto", "lp-round", "mip", "greedy"], help="override settings.method")
-    p.add_argument("--out", required=True, help="plan JSON to write (atomically)")
+    p.add_argument("--out", required=True, type=output_file, help="plan JSON to write (atomically)")
     p.add_argument("--harvestable-out", help="also write the elastic set as an inventory file (.csv/.parquet)")
     p.add_argument("--buffer-bound", action="store_true", help="also compute the embedded-buffer lower bound")
     p.add_argument("--no-check", action="store_true", help="skip the independent check of the written plan")
@@ -64,14 +66,15 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("export", help="write a plan's harvestable (elastic) servers as an inventory file")
     p.add_argument("--inventory", required=True)
     p.add_argument("--plan", required=True)
-    p.add_argument("--out", required=True, help="inventory .csv/.parquet with tenant elastic:<entity>")
+    p.add_argument("--out", required=True, type=output_file,
+                   help="inventory .csv/.parquet with tenant elastic:<entity>")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("move", help="Online Mover: replace failed servers from the shared buffer")
     _common(p)
     p.add_argument("--plan", required=True)
     p.add_argument("--failed", required=True, help="comma-separated failed servers")
-    p.add_argument("--out", required=True, help="updated plan JSON")
+    p.add_argument("--out", required=True, type=output_file, help="updated plan JSON")
     p.add_argument("--revocations-out", help="revoked elastic loans as events CSV (timestamp, server)")
     p.add_argument("--timestamp", type=float, help="event time, epoch s (default: now)")
     p.set_defaults(func=_move)
@@ -81,7 +84,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plan", required=True)
     p.add_argument("--request", required=True, help="one reservation object as JSON (same shape as in R.json)")
     p.add_argument("--use-shared-buffer", action="store_true", help="may also take shared-buffer servers")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, type=output_file)
     p.add_argument("--revocations-out")
     p.add_argument("--timestamp", type=float)
     p.set_defaults(func=_grant)
