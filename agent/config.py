@@ -305,7 +305,7 @@ def load_config(
         try:  # the service refuses every report whose names break its rule; refuse them here, once
             validate.check_name(raw[key], key)
         except InputError as exc:
-            raise ConfigError(f"setting {exc}") from None
+            raise ConfigError(f"setting '{key}': {str(exc).removeprefix(key + ': ')}") from None
     if raw["metrics_port"] is not None and not 0 <= raw["metrics_port"] <= 65535:
         raise ConfigError(f"setting 'metrics_port' must be 0..65535, got {raw['metrics_port']}")
     return AgentConfig(**raw)
