@@ -50,6 +50,8 @@ def read_servers(path: str | Path, require_rack: bool = False) -> list[ServerRow
                 records = [dict(r) for r in reader]
     except OSError as exc:
         raise InventoryError(f"{p}: cannot read inventory: {exc}") from None
+    except (csv.Error, ValueError) as exc:  # not CSV / Parquet, not UTF-8, a field beyond the csv limit
+        raise InventoryError(f"{p}: not a readable inventory (CSV or Parquet): {exc}") from None
     needed = ["server", "tenant"] + (["rack"] if require_rack else [])
     missing = [c for c in needed if c not in header]
     if missing:

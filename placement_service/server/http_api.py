@@ -81,7 +81,7 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
 
         doc = _body()
         try:
-            job = parse_job(doc, "job")
+            job = parse_job(doc, "body")
         except PolicyError as exc:
             raise RequestError(str(exc), _field_of(str(exc))) from None
         policy = service.policy
@@ -257,10 +257,11 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     return app
 
 
-def _field_of(message: str) -> str | None:
-    """Field named by a core ``PolicyError`` message (``job: vertices['a'].tasks: ...``)."""
+def _field_of(message: str) -> str:
+    """Field named by a core ``PolicyError`` message: ``body: vertices['a'].tasks: ...`` names
+    ``vertices['a'].tasks``, ``body: expected a JSON object`` names the body."""
     parts = [p.strip() for p in message.split(":")]
-    return parts[1] if len(parts) > 2 else None
+    return parts[1] if len(parts) > 2 else parts[0]
 
 
 def parse_place_request(doc: Any) -> tuple[str, int, list[str], int]:

@@ -159,7 +159,8 @@ def _explain(args: argparse.Namespace) -> int:
 
     plan = io.load_json(args.plan)
     rid = args.id
-    fig = (plan.get("reservations") or {}).get(rid) or (plan.get("shared_buffers") or {}).get(rid)
+    sections = [plan.get(k) for k in ("reservations", "shared_buffers")]
+    fig = next((sec[rid] for sec in sections if isinstance(sec, dict) and rid in sec), None)
     if fig is None:
         raise CapacityError(f"{args.plan}: no reservation or shared buffer {rid!r} in the plan")
     if args.reservations:

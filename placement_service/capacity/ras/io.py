@@ -140,9 +140,12 @@ def load_json(path: str | Path) -> Any:
         return out
 
     try:
-        return load_json_file(p, "JSON input", object_pairs_hook=no_duplicates)
+        doc = load_json_file(p, "JSON input", object_pairs_hook=no_duplicates)
     except InputError as exc:
         raise CapacityError(str(exc)) from None
+    if not isinstance(doc, dict):  # requests, plans and assignments are all JSON objects
+        raise CapacityError(f"{p}: expected a JSON object, got {type(doc).__name__}")
+    return doc
 
 
 def parse_settings(raw: Mapping[str, Any] | None, where: str) -> Settings:
