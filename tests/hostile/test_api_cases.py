@@ -74,6 +74,7 @@ HTTP_CASES: list[tuple[str, str, str, Any, str]] = [
     ("timeout_s=abc", "POST", "/v1/recluster?wait=1&timeout_s=abc", None, "timeout_s"),
     ("timeout_s=nan", "POST", "/v1/recluster?wait=1&timeout_s=nan", None, "timeout_s"),
     ("wait=maybe", "POST", "/v1/recluster?wait=maybe", None, "wait"),
+    ("job body null", "POST", "/v1/jobs/select", b"null", "body"),
     ("writer 0", "POST", "/v1/blocks/place", {"writer": 0}, "writer"),
     ("writer false", "POST", "/v1/blocks/place", {"writer": False}, "writer"),
     ("block_size huge", "POST", "/v1/blocks/place", b'{"block_size": ' + HUGE.encode() + b"}", "block_size"),

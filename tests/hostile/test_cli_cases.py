@@ -122,3 +122,17 @@ def test_plan_naming_a_directory(capsys: pytest.CaptureFixture[str], tmp_path: P
     rc, err = run(capsys, "ras", sub, "--plan", str(plan_dir), *extra)
     assert_one_line_error(rc, err, str(plan_dir))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan"]
+
+
+def test_found_by_the_suite(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Failures the hypothesis suite found: a RAS plan that is JSON null, a CSV field over the csv limit."""
+    plan = tmp_path / "plan.json"
+    plan.write_text("null")
+    rc, err = run(capsys, "ras", "explain", "--plan", str(plan), "--id", "r1")
+    assert_one_line_error(rc, err, str(plan), "JSON object")
+    inventory = tmp_path / "inventory.csv"
+    inventory.write_text("server,tenant\n" + "x" * 200_000 + ",t\n")
+    for argv in (["hosts-file", "--classes", str(CLASSES), "--inventory", str(inventory)],
+                 ["topology-map", "--inventory", str(inventory)]):
+        rc, err = run(capsys, *argv)
+        assert_one_line_error(rc, err, str(inventory))
