@@ -65,6 +65,19 @@ def check_name(value: object, field: str) -> str:
     return value
 
 
+def check_text(value: object, field: str, *, max_len: int = MAX_NAME_LEN) -> str:
+    """A free-form label read from a file (e.g. a tenant name in an imported trace): 1..``max_len``
+    printable characters, so no newline or other control character can reach a log line or a file."""
+    if not isinstance(value, str):
+        raise InputError(f"{field}: must be a string, got {type(value).__name__}", field)
+    if not value or len(value) > max_len:
+        raise InputError(f"{field}: must be 1..{max_len} characters, got {len(value)}", field)
+    if not value.isprintable():
+        bad = next(ch for ch in value if not ch.isprintable())
+        raise InputError(f"{field}: must not contain control characters, got {bad!r} in {short_repr(value)}", field)
+    return value
+
+
 def check_class_id(value: object, field: str) -> str:
     """A utilization class id (also a YARN node label and queue name, so never a path)."""
     if not isinstance(value, str) or _CLASS_ID_RE.fullmatch(value) is None:

@@ -13,7 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from placement_service import HarvestError
-from placement_service.validate import InputError, check_class_id, check_finite, check_int, check_name
+from placement_service.validate import InputError, check_class_id, check_finite, check_int, check_text
 
 
 class PolicyError(HarvestError):
@@ -129,7 +129,7 @@ class ClassTable:
             tenant_pattern: dict[str, Pattern] = {}
             for t, v in raw_tenants.items():
                 where = f"tenants[{t!r}]"
-                check_name(t, where)
+                check_text(t, where)
                 if not isinstance(v, Mapping):
                     raise InputError(f"{where}: must be an object {{'class', 'pattern'}}", where)
                 cid = check_class_id(v.get("class"), f"{where}.class")
@@ -145,7 +145,7 @@ class ClassTable:
                 grid = {}
                 for t, g in raw_grid.items():
                     where = f"grid[{t!r}]"
-                    check_name(t, where)
+                    check_text(t, where)
                     if not isinstance(g, Mapping):
                         raise InputError(f"{where}: must be an object {{reimage_row, peak_column}}", where)
                     grid[t] = GridCell(check_int(g.get("reimage_row"), f"{where}.reimage_row", minimum=0, maximum=2),
@@ -180,7 +180,7 @@ def _parse_class(c: object, where: str) -> UtilizationClass:
         avg_cpu=frac["avg_cpu"],
         peak_cpu=frac["peak_cpu"],
         current_cpu=frac.get("current_cpu", frac["avg_cpu"]),
-        tenants=tuple(check_name(t, f"{where}.tenants[{k}]") for k, t in enumerate(tenants)),
+        tenants=tuple(check_text(t, f"{where}.tenants[{k}]") for k, t in enumerate(tenants)),
         servers=check_int(c.get("servers", 0), f"{where}.servers", minimum=0, maximum=10**9),
         cores=check_finite(c.get("cores", 0.0), f"{where}.cores", minimum=0.0),
     )
