@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError
@@ -148,10 +147,9 @@ def _generate(args: argparse.Namespace) -> int:
         raise HarvestError("--days and --interval-s must be positive")
     cfg = GeneratorConfig()
     if args.config:
-        try:
-            doc = json.loads(Path(args.config).read_text())
-        except (OSError, ValueError) as exc:
-            raise HarvestError(f"{args.config}: cannot read the generator settings: {exc}") from None
+        from placement_service.validate import load_json_file
+
+        doc = load_json_file(args.config, "generator settings")
         if not isinstance(doc, dict):
             raise HarvestError(f"{args.config}: expected a JSON object of settings")
         cfg = GeneratorConfig.from_mapping(doc, source=args.config)
