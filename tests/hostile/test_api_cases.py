@@ -15,9 +15,8 @@ import grpc
 import pytest
 
 from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
-from tests.server.conftest import TOKEN, ServerProc, report, start_server
-
-AUTH = (("authorization", f"Bearer {TOKEN}"),)
+from tests.hostile.conftest import AUTH
+from tests.server.conftest import ServerProc, report, start_server
 
 
 @pytest.fixture(scope="module")
@@ -118,15 +117,6 @@ def test_http_case_is_rejected_naming_the_field(srv: ServerProc, case: str, meth
     assert srv.call("GET", "/v1/harvestable")[1] == {"harvestable": None}
     assert _recluster_requests(srv) == before
     assert srv.call("GET", "/healthz")[0] == 200
-
-
-@pytest.fixture(scope="module")
-def channel(srv: ServerProc) -> Iterator[grpc.Channel]:
-    ch = grpc.insecure_channel(srv.grpc)
-    try:
-        yield ch
-    finally:
-        ch.close()
 
 
 def _raw_call(channel: grpc.Channel, method: str, payload: bytes, stream: bool) -> grpc.RpcError:

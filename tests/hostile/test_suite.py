@@ -34,9 +34,9 @@ from agent.config import SETTINGS, load_config
 from placement_service.cli import main
 from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
 from placement_service.server.config import ConfigError, build_config
-from tests.server.conftest import TOKEN, ServerProc, report, start_server
+from tests.hostile.conftest import AUTH
+from tests.server.conftest import ServerProc, report, start_server
 
-AUTH = (("authorization", f"Bearer {TOKEN}"),)
 BASE_TENANT = "baseline-tenant-7f3a"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "policy"
 SUITE = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -164,15 +164,6 @@ def test_recluster_arguments_are_checked_before_queuing(srv: ServerProc, timeout
 
 
 # -- gRPC -----------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def channel(srv: ServerProc) -> Iterator[grpc.Channel]:
-    ch = grpc.insecure_channel(srv.grpc)
-    try:
-        yield ch
-    finally:
-        ch.close()
-
-
 ALLOWED_CODES = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
                  grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED}
 
@@ -250,6 +241,7 @@ def _commands(tmp: Path, hostile: Path, region: Path = Path("region")) -> dict[s
         "hosts-file --inventory": ["hosts-file", "--classes", classes, "--inventory", h, "--out", out],
         "topology-map --inventory": ["topology-map", "--inventory", h, "--out", out],
         "ras explain --plan": ["ras", "explain", "--plan", h, "--id", "r1"],
+        "import --utilization": ["import", "--utilization", h, "--out", str(tmp / "imported")],
         "ras solve --reservations": ["ras", "solve", "--inventory", str(region / "inventory.csv"),
                                      "--reservations", h, "--time-limit-s", "5", "--out", out],
         "serve --config": ["serve", "--config", h, "--data-dir", str(tmp / "data"), "--http-port", "-1"],
