@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
@@ -274,10 +273,12 @@ def _grant(args: argparse.Namespace) -> int:
     from placement_service.capacity.ras.plan import replan
 
     region = io.read_inventory(args.inventory)
+    from placement_service.validate import InputError, loads_json
+
     try:
-        raw = json.loads(args.request)
-    except json.JSONDecodeError as exc:
-        raise CapacityError(f"--request: not valid JSON: {exc}") from None
+        raw = loads_json(args.request, "--request")
+    except InputError as exc:
+        raise CapacityError(str(exc)) from None
     (request,), _ = io.parse_requests({"reservations": [raw]}, "--request")
     requests, settings = io.read_requests(args.reservations)
     if any(r.id == request.id for r in requests):
