@@ -151,3 +151,10 @@ def test_service_config_accepts_its_own_defaults(tmp_path: Path) -> None:
     cfg = build_config(path, {"HARVEST_RM_EXCLUSIVE": "false"}, {})
     assert cfg.rm_centralized is True and cfg.rm_exclusive is False and cfg.compact_interval_s == 2.0
     assert os.fspath(cfg.data_dir) == "harvest-data"
+
+
+def test_agent_explain_with_a_bad_port(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARVEST_AGENT_METRICS_PORT", "abc")
+    rc = main(["agent", "explain"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "metrics_port" in err and "Traceback" not in err
