@@ -136,3 +136,17 @@ def test_found_by_the_suite(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
                  ["topology-map", "--inventory", str(inventory)]):
         rc, err = run(capsys, *argv)
         assert_one_line_error(rc, err, str(inventory))
+
+
+@pytest.mark.parametrize("argv", [
+    ["select", "--classes", str(CLASSES), "--tpcds", "3", "--last-duration-s", "nan"],
+    ["select", "--classes", str(CLASSES), "--tpcds", "3", "--reserve-frac", "inf"],
+    ["cluster", "--utilization", str(INVENTORY), "--out", "x.json", "--interval-s", "nan"],
+    ["generate", "--servers", "3", "--out", "x", "--days", "1e999"],
+    ["capacity-scheduler", "--classes", str(CLASSES), "--default-capacity", "nan"],
+])
+def test_number_flags_must_be_finite(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """Every float flag of every command has the one finite-number type (NaN compares false with every
+    bound, so a per-command range check would let it through)."""
+    rc, err = run(capsys, *argv)
+    assert_one_line_error(rc, err, "argument --", "finite")

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from placement_service.validate import output_file
+from placement_service.validate import finite_float, output_file
 
 
 def register(subparsers: Any) -> None:
@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
                                    "requests with reasons, harvestable servers, solver status and bound).")  # fmt: skip
     _common(p)
     p.add_argument("--previous", help="previous plan A.json (servers that need not move stay)")
-    p.add_argument("--time-limit-s", type=float, help="overall time limit (default: settings.time_limit_s, 60)")
+    p.add_argument("--time-limit-s", type=finite_float, help="overall time limit (default: settings.time_limit_s, 60)")
     p.add_argument("--method", choices=["auto", "lp-round", "mip", "greedy"], help="override settings.method")
     p.add_argument("--out", required=True, type=output_file, help="plan JSON to write (atomically)")
     p.add_argument("--harvestable-out", help="also write the elastic set as an inventory file (.csv/.parquet)")
@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--msbs", type=int, default=6)
     p.add_argument("--hardware", type=int, default=3, help="number of hardware types")
     p.add_argument("--datacenters", type=int, help="default: msbs // 4, 1..3")
-    p.add_argument("--fill", type=float, default=0.7, help="share of the region the requests (+ buffers) take")
+    p.add_argument("--fill", type=finite_float, default=0.7, help="share of the region the requests (+ buffers) take")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", required=True)
     p.add_argument("--format", choices=["csv", "parquet"], default="csv")
@@ -75,7 +75,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--failed", required=True, help="comma-separated failed servers")
     p.add_argument("--out", required=True, type=output_file, help="updated plan JSON")
     p.add_argument("--revocations-out", help="revoked elastic loans as events CSV (timestamp, server)")
-    p.add_argument("--timestamp", type=float, help="event time, epoch s (default: now)")
+    p.add_argument("--timestamp", type=finite_float, help="event time, epoch s (default: now)")
     p.set_defaults(func=_move)
 
     p = sub.add_parser("grant", help="emergency path: grant a new request now, greedily (next solve improves it)")
@@ -85,7 +85,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--use-shared-buffer", action="store_true", help="may also take shared-buffer servers")
     p.add_argument("--out", required=True, type=output_file)
     p.add_argument("--revocations-out")
-    p.add_argument("--timestamp", type=float)
+    p.add_argument("--timestamp", type=finite_float)
     p.set_defaults(func=_grant)
 
     from placement_service.capacity.ras import revlog, serve
