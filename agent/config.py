@@ -205,6 +205,8 @@ def read_toml(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})") from None
     # An optional [agent] table is accepted so the file can share a layout with other tools.
     if isinstance(data.get("agent"), dict) and len(data) == 1:
         data = data["agent"]

@@ -23,7 +23,7 @@ import argparse
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +196,18 @@ def short_repr(value: object, limit: int = 40) -> str:
     except (RecursionError, ValueError):
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def short_join(items: Iterable[object], max_items: int = 10, limit: int = 40) -> str:
+    """Items for an error message, each cut to ``limit`` characters, at most ``max_items`` of them."""
+    out = []
+    for i, item in enumerate(items):
+        if i == max_items:
+            out.append("...")
+            break
+        text = str(item)
+        out.append(text if len(text) <= limit else text[: limit - 3] + "...")
+    return ", ".join(out)
 
 
 # -- JSON ----------------------------------------------------------------------------------------

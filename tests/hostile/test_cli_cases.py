@@ -150,3 +150,21 @@ def test_number_flags_must_be_finite(capsys: pytest.CaptureFixture[str], argv: l
     bound, so a per-command range check would let it through)."""
     rc, err = run(capsys, *argv)
     assert_one_line_error(rc, err, "argument --", "finite")
+
+
+def test_error_lines_stay_short(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Found by the suite: errors echoed a whole 200 KB header or cell, and a non-UTF-8 agent config crashed."""
+    inventory = tmp_path / "inventory.csv"
+    inventory.write_text("x" * 100_000 + ",other\n1,2\n")
+    rc, err = run(capsys, "topology-map", "--inventory", str(inventory))
+    assert_one_line_error(rc, err, str(inventory), "missing column")
+    assert len(err) < 1000
+    cpu = tmp_path / "cpu.csv"
+    cpu.write_text("timestamp,server,cpu\n" + "x" * 200_000 + ",s1,0.5\n")
+    rc, err = run(capsys, "import", "--utilization", str(cpu), "--out", str(tmp_path / "o"))
+    assert_one_line_error(rc, err, str(cpu), "row 1")
+    assert len(err) < 1000
+    toml = tmp_path / "agent.toml"
+    toml.write_bytes(b"\x80 = 1\n")
+    rc, err = run(capsys, "agent", "--config", str(toml), "--state-dir", str(tmp_path))
+    assert_one_line_error(rc, err, str(toml), "UTF-8")
