@@ -156,6 +156,19 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "seed": (0, 2**63 - 1, False),
     "rm_timeout_s": (0.0, 3600.0, True),
     "grpc_max_workers": (1, 1024, False),
+    "http_threads": (1, 1024, False),
+    "http_timeout_s": (0.0, 3600.0, True),
+    "http_idle_timeout_s": (0.0, _DAY_S, True),
+    "http_max_connections": (1, 1_000_000, False),
+    "http_max_header_bytes": (1024, 2**24, False),
+    "decision_log_per_s": (0.0, 1e6, False),
+    "maintenance_enter_after_s": (0.0, _DAY_S, False),
+    "maintenance_leave_after_s": (0.0, _DAY_S, False),
+    "maintenance_max_enter_per_min": (0, 1_000_000, False),
+    "maintenance_max_fraction": (0.0, 1.0, False),
+    "maintenance_expiry_s": (0.0, 30 * _DAY_S, True),
+    "maintenance_stale_after_s": (0.0, _DAY_S, True),
+    "maintenance_tick_s": (0.0, 3600.0, True),
 }
 
 

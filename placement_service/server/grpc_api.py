@@ -38,6 +38,8 @@ from placement_service.validate import InputError
 
 logger = logging.getLogger(__name__)
 SERVICE_NAME = harvest_pb2.DESCRIPTOR.services_by_name["Placement"].full_name
+# HTTP status of a RequestError -> gRPC code (everything else that is an InputError: INVALID_ARGUMENT).
+_STATUS_CODES = {409: grpc.StatusCode.FAILED_PRECONDITION, 503: grpc.StatusCode.UNAVAILABLE}
 
 
 def report_from_proto(msg: harvest_pb2.NodeReport, now_s: float, max_future_s: float,
@@ -183,8 +185,7 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise
         except InputError as exc:
-            status = getattr(exc, "status", 400)
-            code = grpc.StatusCode.FAILED_PRECONDITION if status == 409 else grpc.StatusCode.INVALID_ARGUMENT
+            code = _STATUS_CODES.get(getattr(exc, "status", 400), grpc.StatusCode.INVALID_ARGUMENT)
             await context.abort(code, str(exc))
             raise
         except PlacementError as exc:
