@@ -161,7 +161,8 @@ def test_error_lines_stay_short(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert len(err) < 1000
     cpu = tmp_path / "cpu.csv"
     cpu.write_text("timestamp,server,cpu\n" + "x" * 200_000 + ",s1,0.5\n")
-    rc, err = run(capsys, "import", "--utilization", str(cpu), "--out", str(tmp_path / "o"))
+    rc, err = run(capsys, "import", "--utilization", str(cpu), "--default-cores", "8", "--default-memory-mb", "1024",
+                  "--default-storage-gb", "10", "--out", str(tmp_path / "o"))
     assert_one_line_error(rc, err, str(cpu), "row 1")
     assert len(err) < 1000
     toml = tmp_path / "agent.toml"

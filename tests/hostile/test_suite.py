@@ -90,6 +90,7 @@ bodies = st.one_of(
 
 ENDPOINTS = [
     ("POST", "/v1/reports"), ("POST", "/v1/jobs/select"), ("POST", "/v1/blocks/place"), ("PUT", "/v1/harvestable"),
+    ("POST", "/v1/reimages"),
 ]
 
 
@@ -243,7 +244,8 @@ def _commands(tmp: Path, hostile: Path, region: Path = Path("region")) -> dict[s
         "hosts-file --inventory": ["hosts-file", "--classes", classes, "--inventory", h, "--out", out],
         "topology-map --inventory": ["topology-map", "--inventory", h, "--out", out],
         "ras explain --plan": ["ras", "explain", "--plan", h, "--id", "r1"],
-        "import --utilization": ["import", "--utilization", h, "--out", str(tmp / "imported")],
+        "import --utilization": ["import", "--utilization", h, "--default-cores", "8", "--default-memory-mb", "1024",
+                                 "--default-storage-gb", "10", "--out", str(tmp / "imported")],
         "ras solve --reservations": ["ras", "solve", "--inventory", str(region / "inventory.csv"),
                                      "--reservations", h, "--time-limit-s", "5", "--out", out],
         "serve --config": ["serve", "--config", h, "--data-dir", str(tmp / "data"), "--http-port", "-1"],
