@@ -226,8 +226,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         check_name(node, "node")
         doc = _body()
         ids = doc.get("revocations") if isinstance(doc, dict) else None
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        if not isinstance(ids, list):
             raise RequestError("revocations: must be a list of revocation ids", "revocations")
+        ids = [validate.check_int(i, f"revocations[{k}]", minimum=1, maximum=2**63 - 1) for k, i in enumerate(ids)]
         return _json({"drained": service.revocations_drained(node, ids)})
 
     @app.get("/v1/harvestable")

@@ -90,7 +90,7 @@ bodies = st.one_of(
 
 ENDPOINTS = [
     ("POST", "/v1/reports"), ("POST", "/v1/jobs/select"), ("POST", "/v1/blocks/place"), ("PUT", "/v1/harvestable"),
-    ("POST", "/v1/reimages"),
+    ("POST", "/v1/reimages"), ("POST", "/v1/nodes/base-1/drained"),
 ]
 
 
