@@ -52,7 +52,9 @@ def _explain(args: argparse.Namespace) -> int:
         "metrics_host", "127.0.0.1")
     if not port:
         raise ConfigError("'explain' needs the agent's metrics_port (flag --metrics-port or the config file)")
-    url = f"http://{host}:{int(port)}/explain"
+    from placement_service.validate import parse_int
+
+    url = f"http://{host}:{parse_int(port, 'metrics_port', minimum=1, maximum=65535)}/explain"
     try:
         with urllib.request.urlopen(url, timeout=5) as answer:
             data = json.load(answer)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent import ConfigError
+from placement_service import validate
+from placement_service.validate import InputError
 
 ENV_PREFIX = "HARVEST_AGENT_"
 
@@ -179,19 +181,19 @@ def _coerce(setting: Setting, value: Any, source: str) -> Any:
                 return tuple(value)
             raise ValueError(value)
         if setting.kind is int:
-            if isinstance(value, bool) or isinstance(value, float):
-                raise ValueError(value)
-            return int(value)
+            return validate.parse_int(value, setting.key)
         if setting.kind is float:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            return float(value)
+            # Finite only: NaN compares false with every bound (``interval_s = nan`` would pass
+            # "> 0" and make the loop spin), and an infinite capacity or reserve means nothing.
+            return validate.parse_float(value, setting.key)
         if not isinstance(value, str):
             raise ValueError(value)
         return value
+    except InputError as exc:
+        raise ConfigError(f"setting {where}: {str(exc).removeprefix(setting.key + ': ')}") from None
     except ValueError:
         kind = "local|yarn" if setting.kind is Mode else setting.kind.__name__
-        raise ConfigError(f"setting {where} must be {kind}, got {value!r}") from None
+        raise ConfigError(f"setting {where} must be {kind}, got {validate.short_repr(value)}") from None
 
 
 def read_toml(path: str) -> dict[str, Any]:
@@ -203,6 +205,8 @@ def read_toml(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})") from None
     # An optional [agent] table is accepted so the file can share a layout with other tools.
     if isinstance(data.get("agent"), dict) and len(data) == 1:
         data = data["agent"]
@@ -256,6 +260,8 @@ def load_config(
 
     if not raw["state_dir"]:
         raise ConfigError("setting 'state_dir' is required (flag --state-dir, or state_dir in the config file)")
+    if os.path.exists(raw["state_dir"]) and not os.path.isdir(raw["state_dir"]):
+        raise ConfigError(f"setting 'state_dir': {raw['state_dir']} exists and is not a directory")
     if raw["capacity_cores"] is None or raw["capacity_memory_mb"] is None:
         node_cores, node_memory_mb = _node_capacity() if not raw["cgroup"] else _cgroup_capacity(raw["cgroup"])
         raw["capacity_cores"] = node_cores if raw["capacity_cores"] is None else raw["capacity_cores"]
@@ -297,6 +303,11 @@ def load_config(
     for key in ("rm_reclaim_wait_s", "scheduler_check_grace_s"):
         if raw[key] < 0:
             raise ConfigError(f"setting {key!r} must be >= 0, got {raw[key]!r}")
+    for key in ("node", "tenant") if raw["service"] else ():
+        try:  # the service refuses every report whose names break its rule; refuse them here, once
+            validate.check_name(raw[key], key)
+        except InputError as exc:
+            raise ConfigError(f"setting '{key}': {str(exc).removeprefix(key + ': ')}") from None
     if raw["metrics_port"] is not None and not 0 <= raw["metrics_port"] <= 65535:
         raise ConfigError(f"setting 'metrics_port' must be 0..65535, got {raw['metrics_port']}")
     return AgentConfig(**raw)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agent import AgentError
 from agent.metrics import Metrics
 from agent.statefiles import Throttle, atomic_write
 
@@ -40,17 +41,39 @@ class Report:
     drained_revocations: tuple[int, ...] = ()  # revocations this node has drained (agent/drain.py)
 
 
-class SeqCounter:
-    """``DIR/seq``: the last sequence number used, written before the number is handed out."""
+MAX_SEQ = 2**63 - 1
 
-    def __init__(self, path: str) -> None:
+
+class SeqCounter:
+    """``DIR/seq``: the last sequence number used, written before the number is handed out.
+
+    A missing file starts at 0 (a new node). A damaged one (not a decimal integer 0..2^63-1) is never
+    read as 0: the service would take the next reports for replays of ones it already stored and drop
+    them. The counter recovers instead, to ``max(highest seq in the report buffer, now in
+    microseconds)``: a counter that adds one per report stays far below the clock in microseconds, so
+    the next number is above any the service has seen. It logs an error naming the file and the value.
+    """
+
+    def __init__(self, path: str, buffer_dir: str | None = None, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self._lock = threading.Lock()
         try:
-            with open(path, encoding="ascii") as handle:
-                self.last = int(handle.read().strip() or 0)
-        except (OSError, ValueError):
+            with open(path, "rb") as handle:
+                raw = handle.read()
+        except FileNotFoundError:
             self.last = 0
+            return
+        except OSError as exc:
+            raise AgentError(f"sequence file {path}: cannot read it: {exc.strerror or exc}") from None
+        text = raw.decode("ascii", errors="replace").strip()
+        if text.isdigit() and len(text) <= 19 and int(text) <= MAX_SEQ:
+            self.last = int(text)
+            return
+        buffered = _buffered_seqs(buffer_dir or os.path.join(os.path.dirname(path), "report-buffer"))
+        self.last = max([int(clock() * 1e6), *buffered])
+        logger.error("sequence file %s is damaged (%r); continuing from %d (above every number used so far) "
+                     "so that the service stores the next report", path, raw[:40], self.last)
+        atomic_write(self.path, f"{self.last}\n")
 
     def next(self) -> int:
         with self._lock:
@@ -66,6 +89,14 @@ class SeqCounter:
                 atomic_write(self.path, f"{self.last}\n")
 
 
+def _buffered_seqs(directory: str) -> list[int]:
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [int(name[:-5]) for name in names if name.endswith(".json") and name[:-5].isdigit()]
+
+
 class ReportBuffer:
     """Bounded on-disk queue of unacknowledged reports, one JSON file per report."""
 
@@ -75,8 +106,7 @@ class ReportBuffer:
         self.metrics = metrics
         self._lock = threading.Lock()
         os.makedirs(directory, exist_ok=True)
-        self._seqs = sorted(int(name[:-5]) for name in os.listdir(directory)
-                            if name.endswith(".json") and name[:-5].isdigit())
+        self._seqs = sorted(_buffered_seqs(directory))
         self.metrics.set("report_buffer_depth", len(self._seqs))
 
     def _path(self, seq: int) -> str:

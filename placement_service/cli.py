@@ -49,7 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (argparse printed one line): exit status 2, as for bad input
+        if exc.code in (0, None):
+            raise  # --help
+        return 2
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
@@ -59,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except HarvestError as exc:
         print(f"harvest {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file named on the command line cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"harvest {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -20,6 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from placement_service.validate import finite_float
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -38,7 +40,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--blocks", type=int, default=20000, help="HDFS blocks to place")
     p.add_argument(
         "--warehouse-tb",
-        type=float,
+        type=finite_float,
         default=1.0,
         help="TPC-DS warehouse size the DAGs are scaled to (the bundled plans were made for 30 TB; "
         "task counts shrink with the data so that they fit a demo-sized cluster)",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError
+from placement_service.validate import finite_float, output_file
 
 
 def _add_routing_args(p: argparse.ArgumentParser) -> None:
@@ -19,7 +20,7 @@ def _add_routing_args(p: argparse.ArgumentParser) -> None:
                    help="placement service base URL, e.g. http://placement:8470 (env HARVEST_SERVICE_URL)")
     g.add_argument("--token-file", type=Path, default=os.environ.get("HARVEST_TOKEN_FILE"),
                    help="file holding the service's bearer token (env HARVEST_TOKEN_FILE)")
-    g.add_argument("--timeout-s", type=float, default=2.0, help="service request timeout (default 2 s)")
+    g.add_argument("--timeout-s", type=finite_float, default=2.0, help="service request timeout (default 2 s)")
     g.add_argument("--classes", type=Path, help="classes.json for local class selection when the service is down")
     g.add_argument("--engine", choices=["tez", "mapreduce"], default="tez",
                    help="settings to hand back: tez.queue.name, or MapReduce queue + node-label expression")
@@ -67,12 +68,9 @@ def _history(args: argparse.Namespace) -> Any:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise HarvestError(f"{path}: cannot read: {exc}") from None
-    except ValueError as exc:
-        raise HarvestError(f"{path}: not valid JSON: {exc}") from None
+    from placement_service.validate import load_json_file
+
+    return load_json_file(path, "input")
 
 
 def _write(path: Path | None, text: str) -> None:
@@ -242,9 +240,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--name", help="job name (default: the query file's stem)")
     p.add_argument("--dry-run", action="store_true", help="EXPLAIN and route, print the decision, do not run")
     p.add_argument("--result-json", type=Path, help="also write the run's decision and outcome here (JSON)")
-    p.add_argument("--wait-s", type=float, default=0.0,
+    p.add_argument("--wait-s", type=finite_float, default=0.0,
                    help="when no class has room now, keep asking for up to this long (default 0: run at once)")
-    p.add_argument("--poll-s", type=float, default=30.0, help="seconds between those questions (default 30)")
+    p.add_argument("--poll-s", type=finite_float, default=30.0, help="seconds between those questions (default 30)")
     _add_routing_args(p)
     p.set_defaults(func=_cmd_hive)
 
@@ -252,10 +250,10 @@ def register(subparsers: Any) -> None:
                               description="One queue and one node label per class; capacities add up to 100 "
                               "per parent and partition.")
     p.add_argument("--classes", type=Path, required=True)
-    p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
-    p.add_argument("--default-capacity", type=float, default=20.0,
+    p.add_argument("--out", type=output_file, default=None, help="output file (default: stdout)")
+    p.add_argument("--default-capacity", type=finite_float, default=20.0,
                    help="DEFAULT-partition share of the default queue, percent (default 20)")
-    p.add_argument("--default-label-share", type=float, default=10.0,
+    p.add_argument("--default-label-share", type=finite_float, default=10.0,
                    help="share of every class partition for the default queue, percent (default 10)")
     p.add_argument("--weight", choices=["equal", "servers", "cores"], default="equal",
                    help="split the class queues' DEFAULT-partition share by this (default equal)")
@@ -268,7 +266,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--inventory", type=Path, required=True, help="inventory CSV/Parquet (server, tenant)")
     p.add_argument("--domain", choices=["row", "cell"], default="row")
     p.add_argument("--decommissioned", help="comma-separated servers to list as DECOMMISSIONED")
-    p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
+    p.add_argument("--out", type=output_file, default=None, help="output file (default: stdout)")
     p.set_defaults(func=_cmd_hosts)
 
     p = subparsers.add_parser("topology-map", help="mapping file for the rack-awareness script",
@@ -280,7 +278,7 @@ def register(subparsers: Any) -> None:
                    help="inventory CSV/Parquet (server, rack[, datacenter][, ip])")
     p.add_argument("--no-resolve", dest="resolve", action="store_false",
                    help="do not resolve names that have no 'ip' value (they get only a name line)")
-    p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
+    p.add_argument("--out", type=output_file, default=None, help="output file (default: stdout)")
     p.set_defaults(func=_cmd_topology)
 
     p = subparsers.add_parser("install-scripts", help="copy the NM label and topology scripts to a directory",

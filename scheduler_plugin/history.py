@@ -48,16 +48,14 @@ class HistoryStore:
         self.path = Path(path)
 
     def _load(self) -> dict[str, Any]:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        from placement_service.validate import InputError, load_json_file
+
+        if not self.path.exists():
             return {"version": VERSION, "jobs": {}}
-        except OSError as exc:
-            raise HistoryError(f"{self.path}: cannot read: {exc}") from None
         try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            raise HistoryError(f"{self.path}: not valid JSON ({exc}); move it away to start afresh") from None
+            doc = load_json_file(self.path, "job history")
+        except InputError as exc:
+            raise HistoryError(f"{exc}; move it away to start afresh") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), dict):
             raise HistoryError(f"{self.path}: expected {{\"version\": 1, \"jobs\": {{...}}}}")
         return doc

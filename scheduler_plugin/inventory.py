@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from placement_service import HarvestError
+from placement_service.validate import short_join
 
 
 class InventoryError(HarvestError):
@@ -50,10 +51,12 @@ def read_servers(path: str | Path, require_rack: bool = False) -> list[ServerRow
                 records = [dict(r) for r in reader]
     except OSError as exc:
         raise InventoryError(f"{p}: cannot read inventory: {exc}") from None
+    except (csv.Error, ValueError) as exc:  # not CSV / Parquet, not UTF-8, a field beyond the csv limit
+        raise InventoryError(f"{p}: not a readable inventory (CSV or Parquet): {exc}") from None
     needed = ["server", "tenant"] + (["rack"] if require_rack else [])
     missing = [c for c in needed if c not in header]
     if missing:
-        raise InventoryError(f"{p}: missing column(s) {', '.join(missing)} (found: {', '.join(header) or 'none'})")
+        raise InventoryError(f"{p}: missing column(s) {', '.join(missing)} (found: {short_join(header) or 'none'})")
     rows: list[ServerRow] = []
     seen: dict[str, int] = {}
     for i, rec in enumerate(records, start=2):  # row 1 is the header

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from placement_service import HarvestError
 from placement_service.atomic import atomic_write_json
+from placement_service.validate import finite_float, output_file
 
 if TYPE_CHECKING:
     from placement_service.core.clustering import UtilizationClustering
@@ -52,11 +53,11 @@ def register(subparsers: Any) -> None:
         help="inventory (Parquet or CSV): checks the sampled servers, weighs class series by servers and "
         "sizes classes in servers and cores",
     )
-    p.add_argument("--out", required=True, metavar="FILE", help="where to write classes.json")
+    p.add_argument("--out", required=True, metavar="FILE", type=output_file, help="where to write classes.json")
     p.add_argument("--cpu-percent", action="store_true", help="the cpu column holds 0-100 instead of 0-1")
     p.add_argument(
         "--interval-s",
-        type=float,
+        type=finite_float,
         default=None,
         metavar="S",
         help="slot length in seconds (default: inferred)",
@@ -78,7 +79,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--class-tolerance-cpu",
-        type=float,
+        type=finite_float,
         default=0.05,
         metavar="F",
         help="RMS distance (CPU fraction) of tenants to their class centre that counts as tight (default 0.05)",
@@ -88,14 +89,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--peak-percentile",
-        type=float,
+        type=finite_float,
         default=99.0,
         metavar="P",
         help="percentile of a series used as its peak (default 99)",
     )
     p.add_argument(
         "--unpredictable-peak-sigmas",
-        type=float,
+        type=finite_float,
         default=0.0,
         metavar="K",
         help="experimental: rank unpredictable tenants in the placement grid by max(peak, mean + K std) "

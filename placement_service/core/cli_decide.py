@@ -13,6 +13,7 @@ from typing import Any
 
 from placement_service import HarvestError
 from placement_service.atomic import atomic_open
+from placement_service.validate import InputError, finite_float, load_json_file, output_file
 
 
 class DecideInputError(HarvestError):
@@ -42,37 +43,37 @@ def register(subparsers: Any) -> None:
     src.add_argument("--tpcds", metavar="Q", help="use the bundled TPC-DS query Q (1..99) as the job")
     sel.add_argument(
         "--tpcds-bytes-scale",
-        type=float,
+        type=finite_float,
         default=1.0,
         help="with --tpcds: scale the plans' 30 TB byte estimates before deriving task counts "
         "(e.g. 0.0333 for about 1 TB; default 1.0)",
     )
     sel.add_argument(
         "--last-duration-s",
-        type=float,
+        type=finite_float,
         default=None,
         help="with --tpcds: the job's last duration in seconds (default: never ran = medium job)",
     )
     sel.add_argument("--seed", type=int, default=0, help="seed of the random draw (default 0)")
     sel.add_argument(
         "--short-max-s",
-        type=float,
+        type=finite_float,
         default=300.0,
         help="last run shorter than this = short job (default 300)",
     )
     sel.add_argument(
         "--long-min-s",
-        type=float,
+        type=finite_float,
         default=3600.0,
         help="last run at least this long = long job (default 3600)",
     )
     sel.add_argument(
         "--reserve-frac",
-        type=float,
+        type=finite_float,
         default=0.0,
         help="fraction of each class's cores kept for the primary tenants (default 0.0)",
     )
-    sel.add_argument("--container-cores", type=float, default=1.0, help="cores per container (default 1.0)")
+    sel.add_argument("--container-cores", type=finite_float, default=1.0, help="cores per container (default 1.0)")
     sel.set_defaults(func=_select)
 
     pl = subparsers.add_parser(
@@ -94,7 +95,7 @@ def register(subparsers: Any) -> None:
     pl.add_argument("--blocks", required=True, type=int, help="number of blocks to place")
     pl.add_argument("--replicas", type=int, default=3, help="replicas per block (default 3)")
     pl.add_argument("--seed", type=int, default=0, help="seed of writers and placement (default 0)")
-    pl.add_argument("--out", required=True, type=Path, help="output file, one JSON line per block")
+    pl.add_argument("--out", required=True, type=output_file, help="output file, one JSON line per block")
     pl.add_argument(
         "--strict",
         action="store_true",
@@ -109,14 +110,9 @@ def register(subparsers: Any) -> None:
 
 def _read_json(path: Path, what: str) -> Any:
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except OSError as exc:
-        raise DecideInputError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise DecideInputError(
-            f"{path}: not valid JSON ({what}): line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
+        return load_json_file(path, what)
+    except InputError as exc:
+        raise DecideInputError(str(exc)) from None
 
 
 def _select(args: argparse.Namespace) -> int:

@@ -22,13 +22,15 @@ Job JSON (see ``docs/contracts.md``)::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from placement_service.core.types import Edge, Job, PolicyError
+from placement_service.validate import InputError, check_finite, check_int
 
 DEFAULT_EDGE_TYPE = "SIMPLE_EDGE"
+MAX_DURATION_S = 10 * 365 * 86400.0  # a "last duration" beyond ten years is a unit mistake
+MAX_TASKS = 10**9  # tasks of one vertex (Tez's largest vertices have about 10^5)
 
 
 def parse_job(doc: Mapping[str, Any], source: str = "job.json") -> Job:
@@ -147,19 +149,16 @@ def max_concurrency(job: Job) -> int:
 def _parse_duration(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise PolicyError(f"{where}: expected seconds (a number >= 0) or null, got {value!r}")
-    out = float(value)
-    if not math.isfinite(out) or out < 0.0:
-        raise PolicyError(f"{where}: expected a finite number of seconds >= 0, got {value!r}")
-    return out
+    try:
+        return check_finite(value, where, minimum=0.0, maximum=MAX_DURATION_S)
+    except InputError as exc:
+        raise PolicyError(f"{exc} (seconds, or null for a job that never ran)") from None
 
 
 def _parse_tasks(value: Any, where: str) -> int:
-    if isinstance(value, bool):
-        raise PolicyError(f"{where}: expected a positive integer, got {value!r}")
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_TASKS:
         value = int(value)
-    if not isinstance(value, int) or value < 1:
-        raise PolicyError(f"{where}: expected a positive integer, got {value!r}")
-    return value
+    try:
+        return check_int(value, where, minimum=1, maximum=MAX_TASKS)
+    except InputError as exc:
+        raise PolicyError(str(exc)) from None

@@ -13,6 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from placement_service import HarvestError
+from placement_service.validate import InputError, check_class_id, check_finite, check_int, check_text
 
 
 class PolicyError(HarvestError):
@@ -118,44 +119,71 @@ class ClassTable:
             raise PolicyError(f"{source}: missing top-level field {exc}") from None
         if not isinstance(raw_classes, list) or not isinstance(raw_tenants, dict):
             raise PolicyError(f"{source}: 'classes' must be a list and 'tenants' an object")
-        classes = []
-        for i, c in enumerate(raw_classes):
-            try:
-                classes.append(
-                    UtilizationClass(
-                        id=str(c["id"]),
-                        pattern=Pattern(c["pattern"]),
-                        avg_cpu=float(c["avg_cpu"]),
-                        peak_cpu=float(c["peak_cpu"]),
-                        current_cpu=float(c.get("current_cpu", c["avg_cpu"])),
-                        tenants=tuple(str(t) for t in c.get("tenants", [])),
-                        servers=int(c.get("servers", 0)),
-                        cores=float(c.get("cores", 0.0)),
-                    )
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise PolicyError(f"{source}: classes[{i}]: bad or missing field: {exc}") from None
-        tenant_class: dict[str, str] = {}
-        tenant_pattern: dict[str, Pattern] = {}
-        for t, v in raw_tenants.items():
-            try:
-                tenant_class[str(t)] = str(v["class"])
-                tenant_pattern[str(t)] = Pattern(v["pattern"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise PolicyError(f"{source}: tenants[{t!r}]: bad or missing field: {exc}") from None
-        grid: dict[str, GridCell] | None = None
-        raw_grid = doc.get("grid")
-        if isinstance(raw_grid, dict):
-            grid = {}
-            for t, g in raw_grid.items():
-                try:
-                    cell = GridCell(int(g["reimage_row"]), int(g["peak_column"]))
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise PolicyError(f"{source}: grid[{t!r}]: bad or missing field: {exc}") from None
-                if not (0 <= cell.reimage_row <= 2 and 0 <= cell.peak_column <= 2):
-                    raise PolicyError(f"{source}: grid[{t!r}]: row and column must be 0..2, got {g}")
-                grid[str(t)] = cell
+        try:
+            classes = [_parse_class(c, f"classes[{i}]") for i, c in enumerate(raw_classes)]
+            ids = [c.id for c in classes]
+            if len(set(ids)) != len(ids):
+                dup = next(x for x in ids if ids.count(x) > 1)
+                raise InputError(f"classes: class id {dup!r} appears more than once", "classes")
+            tenant_class: dict[str, str] = {}
+            tenant_pattern: dict[str, Pattern] = {}
+            for t, v in raw_tenants.items():
+                where = f"tenants[{t!r}]"
+                check_text(t, where)
+                if not isinstance(v, Mapping):
+                    raise InputError(f"{where}: must be an object {{'class', 'pattern'}}", where)
+                cid = check_class_id(v.get("class"), f"{where}.class")
+                if cid not in ids:
+                    raise InputError(f"{where}.class: unknown class {cid!r}", f"{where}.class")
+                tenant_class[t] = cid
+                tenant_pattern[t] = _parse_pattern(v.get("pattern"), f"{where}.pattern")
+            grid: dict[str, GridCell] | None = None
+            raw_grid = doc.get("grid")
+            if raw_grid is not None and not isinstance(raw_grid, Mapping):
+                raise InputError("grid: must be an object {tenant: {reimage_row, peak_column}}", "grid")
+            if raw_grid is not None:
+                grid = {}
+                for t, g in raw_grid.items():
+                    where = f"grid[{t!r}]"
+                    check_text(t, where)
+                    if not isinstance(g, Mapping):
+                        raise InputError(f"{where}: must be an object {{reimage_row, peak_column}}", where)
+                    grid[t] = GridCell(check_int(g.get("reimage_row"), f"{where}.reimage_row", minimum=0, maximum=2),
+                                       check_int(g.get("peak_column"), f"{where}.peak_column", minimum=0, maximum=2))
+        except InputError as exc:
+            raise PolicyError(f"{source}: {exc}") from None
         return cls(tuple(classes), tenant_class, tenant_pattern, grid)
+
+
+def _parse_pattern(value: object, where: str) -> Pattern:
+    if not isinstance(value, str) or value not in {p.value for p in Pattern}:
+        raise InputError(f"{where}: must be one of {', '.join(p.value for p in Pattern)}, got {value!r:.40}",
+                         where)
+    return Pattern(value)
+
+
+def _parse_class(c: object, where: str) -> UtilizationClass:
+    """One entry of ``classes``: every fraction finite in [0, 1], counts >= 0, id a valid label."""
+    if not isinstance(c, Mapping):
+        raise InputError(f"{where}: must be an object", where)
+    for key in ("id", "pattern", "avg_cpu", "peak_cpu"):
+        if key not in c:
+            raise InputError(f"{where}.{key}: missing required field", f"{where}.{key}")
+    frac = {key: check_finite(c[key], f"{where}.{key}", minimum=0.0, maximum=1.0)
+            for key in ("avg_cpu", "peak_cpu", "current_cpu") if key in c}
+    tenants = c.get("tenants", [])
+    if not isinstance(tenants, list):
+        raise InputError(f"{where}.tenants: must be a list of tenant names", f"{where}.tenants")
+    return UtilizationClass(
+        id=check_class_id(c["id"], f"{where}.id"),
+        pattern=_parse_pattern(c["pattern"], f"{where}.pattern"),
+        avg_cpu=frac["avg_cpu"],
+        peak_cpu=frac["peak_cpu"],
+        current_cpu=frac.get("current_cpu", frac["avg_cpu"]),
+        tenants=tuple(check_text(t, f"{where}.tenants[{k}]") for k, t in enumerate(tenants)),
+        servers=check_int(c.get("servers", 0), f"{where}.servers", minimum=0, maximum=10**9),
+        cores=check_finite(c.get("cores", 0.0), f"{where}.cores", minimum=0.0),
+    )
 
 
 @dataclass(frozen=True)

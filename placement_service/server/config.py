@@ -5,14 +5,14 @@ variables, then command-line flags (each later source wins).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement_service import HarvestError
+from placement_service import HarvestError, validate
+from placement_service.validate import InputError
 
 RECLUSTER_PRIORITIES = ("idle", "low", "normal")
 
@@ -33,6 +33,7 @@ class ServiceConfig:
     # Ingest and validation.
     slot_s: int = 300  # history slot length (s)
     max_future_s: float = 300.0  # reports stamped further in the future are rejected
+    max_report_age_s: float = 30 * 86400.0  # reports older than this are rejected (one day folder per day)
     max_body_bytes: int = 8 * 1024 * 1024
     max_reports_per_request: int = 20000
     # Background work.
@@ -115,11 +116,19 @@ class ServiceConfig:
         if self.token_file is None:
             return None
         try:
-            token = self.token_file.read_text().strip()
+            raw = self.token_file.read_bytes()
         except OSError as exc:
-            raise ConfigError(f"token file {self.token_file}: {exc}") from None
+            raise ConfigError(f"token file {self.token_file}: {exc.strerror or exc}") from None
+        try:
+            token = raw.decode("ascii").strip()
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"token file {self.token_file}: the token must be printable ASCII "
+                              f"(an HTTP header / gRPC metadata value); byte {exc.start} is not") from None
         if not token:
             raise ConfigError(f"token file {self.token_file} is empty")
+        if not token.isprintable() or any(ch.isspace() for ch in token):
+            raise ConfigError(f"token file {self.token_file}: the token must be one line of printable ASCII "
+                              "without spaces")
         return token
 
 
@@ -128,22 +137,64 @@ _PATHS = {"data_dir", "token_file", "tls_cert_file", "tls_key_file", "inventory_
           "classes_file", "capacity_scheduler_file", "dfs_hosts_file", "dfs_hosts_base_file"}
 
 
+# Allowed range of each numeric setting: (minimum, maximum, strictly positive for floats). Every float must be
+# finite: NaN compares false with every bound, so an unchecked NaN interval would make a loop spin.
+_DAY_S = 86400.0
+_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "http_port": (0, 65535, False),
+    "grpc_port": (0, 65535, False),
+    "slot_s": (1, _DAY_S, False),
+    "max_future_s": (0.0, _DAY_S, False),
+    "max_report_age_s": (0.0, 3650 * _DAY_S, True),
+    "max_body_bytes": (1024, 2**31, False),
+    "max_reports_per_request": (1, 1_000_000, False),
+    "compact_interval_s": (0.0, _DAY_S, True),
+    "recluster_interval_s": (0.0, 365 * _DAY_S, False),
+    "history_days": (0.0, 3650.0, True),
+    "current_window_s": (0.0, 30 * _DAY_S, True),
+    "refresh_queues_timeout_s": (0.0, _DAY_S, True),
+    "seed": (0, 2**63 - 1, False),
+    "rm_timeout_s": (0.0, 3600.0, True),
+    "grpc_max_workers": (1, 1024, False),
+    "http_threads": (1, 1024, False),
+    "http_timeout_s": (0.0, 3600.0, True),
+    "http_idle_timeout_s": (0.0, _DAY_S, True),
+    "http_max_connections": (1, 1_000_000, False),
+    "http_max_header_bytes": (1024, 2**24, False),
+    "decision_log_per_s": (0.0, 1e6, False),
+    "maintenance_enter_after_s": (0.0, _DAY_S, False),
+    "maintenance_leave_after_s": (0.0, _DAY_S, False),
+    "maintenance_max_enter_per_min": (0, 1_000_000, False),
+    "maintenance_max_fraction": (0.0, 1.0, False),
+    "maintenance_expiry_s": (0.0, 30 * _DAY_S, True),
+    "maintenance_stale_after_s": (0.0, _DAY_S, True),
+    "maintenance_tick_s": (0.0, 3600.0, True),
+}
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
+    """``value`` (JSON value or text) as the type of setting ``name``, within its bounds."""
     default = _FIELDS[name].default
     try:
         if value is None or value == "":
             return None if name in _PATHS and name != "data_dir" else default
         if name in _PATHS:
+            if not isinstance(value, str | os.PathLike):
+                raise InputError(f"{name}: must be a path (a string), got {type(value).__name__}", name)
             return Path(value)
         if isinstance(default, bool):
-            return str(value).lower() in ("1", "true", "yes")
+            return validate.parse_bool(value, name)
+        lo, hi, positive = _BOUNDS.get(name, (None, None, False))
         if isinstance(default, int):
-            return int(value)
+            return validate.parse_int(value, name, minimum=None if lo is None else int(lo),
+                                      maximum=None if hi is None else int(hi))
         if isinstance(default, float):
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{source}: {name}: {exc}") from None
+            return validate.parse_float(value, name, minimum=lo, maximum=hi, positive=positive)
+        if not isinstance(value, str):
+            raise InputError(f"{name}: must be a string, got {type(value).__name__}", name)
+        return value
+    except InputError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def build_config(
@@ -155,9 +206,9 @@ def build_config(
     values: dict[str, Any] = {}
     if file is not None:
         try:
-            doc = json.loads(file.read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"config file {file}: {exc}") from None
+            doc = validate.load_json_file(file, "service configuration")
+        except InputError as exc:
+            raise ConfigError(f"config file {exc}") from None
         if not isinstance(doc, dict):
             raise ConfigError(f"config file {file}: must be a JSON object")
         for key, value in doc.items():
@@ -173,8 +224,6 @@ def build_config(
         if value is not None and name in _FIELDS:
             values[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
     cfg = ServiceConfig(**values)
-    if cfg.slot_s <= 0 or cfg.max_future_s < 0 or cfg.compact_interval_s <= 0:
-        raise ConfigError("slot_s and compact_interval_s must be > 0, max_future_s >= 0")
     if (cfg.tls_cert_file is None) != (cfg.tls_key_file is None):
         raise ConfigError("TLS needs both tls_cert_file and tls_key_file")
     _check_insight_settings(cfg)

@@ -31,6 +31,7 @@ from typing import Any
 
 from placement_service.server.reports import RequestError, check_name
 from placement_service.sqlite_wal import open_db, transaction
+from placement_service.validate import InputError, check_int
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +45,15 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
+MAX_SQLITE_INT = 2**63 - 1
+
+
 def parse_elastic_set(doc: Any) -> tuple[int, list[str], list[tuple[int, str, str]]]:
     """``{"version": int >= 1, "nodes": [...], "revocations": [{"id", "node", "reason"?}]}``."""
-    version = doc.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise RequestError(f"version: must be an integer >= 1, got {version!r}", "version")
+    try:  # SQLite stores integers up to 2^63-1: a larger one would fail after validation (a 500)
+        version = check_int(doc.get("version"), "version", minimum=1, maximum=MAX_SQLITE_INT)
+    except InputError as exc:
+        raise RequestError(str(exc), exc.field) from None
     nodes = doc.get("nodes")
     if not isinstance(nodes, list):
         raise RequestError("nodes: must be a list of node names (the cluster's elastic set)", "nodes")
@@ -60,9 +65,10 @@ def parse_elastic_set(doc: Any) -> tuple[int, list[str], list[tuple[int, str, st
     for i, r in enumerate(revs):
         if not isinstance(r, Mapping):
             raise RequestError(f"revocations[{i}]: must be an object", f"revocations[{i}]")
-        rid = r.get("id")
-        if isinstance(rid, bool) or not isinstance(rid, int) or rid < 1:
-            raise RequestError(f"revocations[{i}].id: must be an integer >= 1", f"revocations[{i}].id")
+        try:
+            rid = check_int(r.get("id"), f"revocations[{i}].id", minimum=1, maximum=MAX_SQLITE_INT)
+        except InputError as exc:
+            raise RequestError(str(exc), exc.field) from None
         reason = r.get("reason", "")
         out.append((rid, check_name(r.get("node"), f"revocations[{i}].node"), str(reason)[:500]))
     return version, names, out

@@ -3,7 +3,9 @@
 The asyncio server keeps one coroutine, not one thread, per open agent stream, so thousands of agents
 can stay connected. ``Report`` needs ``authorization: Bearer <token>`` metadata when the service has
 a token; a bad report aborts the stream with INVALID_ARGUMENT naming the field (nothing of it is
-stored; earlier messages of the stream were already acknowledged one by one).
+stored; earlier messages of the stream were already acknowledged one by one). Bytes that are not a
+valid message also answer INVALID_ARGUMENT (the methods are registered here with deserializers that
+hand the handler the decoding error instead of failing the call with UNKNOWN).
 """
 
 from __future__ import annotations
@@ -14,30 +16,74 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError, Message
 
 from placement_service.core.types import PlacementError, PolicyError
 from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
 from placement_service.server.reports import (
+    DEFAULT_MAX_AGE_S,
     REQUIRED_FIELDS,
     NotFoundError,
-    RequestError,
     UnavailableError,
     check_name,
+    check_place_request,
     parse_report,
 )
 from placement_service.server.service import PlacementService
+from placement_service.validate import InputError
 
 logger = logging.getLogger(__name__)
+SERVICE_NAME = harvest_pb2.DESCRIPTOR.services_by_name["Placement"].full_name
+# HTTP status of a RequestError -> gRPC code (everything else that is an InputError: INVALID_ARGUMENT).
+_STATUS_CODES = {409: grpc.StatusCode.FAILED_PRECONDITION, 503: grpc.StatusCode.UNAVAILABLE}
 
 
-def report_from_proto(msg: harvest_pb2.NodeReport, now_s: float, max_future_s: float) -> Any:
+def report_from_proto(msg: harvest_pb2.NodeReport, now_s: float, max_future_s: float,
+                      max_age_s: float = DEFAULT_MAX_AGE_S) -> Any:
     doc = {name: getattr(msg, name) for name in REQUIRED_FIELDS}
     doc["seq"] = int(msg.seq)
-    return parse_report(doc, "report", now_s, max_future_s)
+    return parse_report(doc, "report", now_s, max_future_s, max_age_s)
+
+
+class Undecodable:
+    """Stands in for a request whose bytes are not a valid message; the handler answers INVALID_ARGUMENT."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def lenient(message_cls: type[Message]) -> Callable[[bytes], Any]:
+    """Deserializer that returns ``Undecodable`` instead of raising (a raise would answer UNKNOWN)."""
+    name = message_cls.DESCRIPTOR.name
+
+    def parse(data: bytes) -> Any:
+        try:
+            return message_cls.FromString(data)
+        except DecodeError as exc:
+            return Undecodable(f"request: not a valid {name} message ({len(data)} bytes): {exc}")
+
+    return parse
+
+
+def add_servicer(servicer: PlacementServicer, server: grpc.aio.Server) -> None:
+    """``add_PlacementServicer_to_server`` with lenient request deserializers."""
+    handlers = {
+        "Report": grpc.stream_stream_rpc_method_handler(
+            servicer.Report, request_deserializer=lenient(harvest_pb2.NodeReport),
+            response_serializer=harvest_pb2.ReportReply.SerializeToString),
+        "ChooseTargets": grpc.unary_unary_rpc_method_handler(
+            servicer.ChooseTargets, request_deserializer=lenient(harvest_pb2.ChooseTargetsRequest),
+            response_serializer=harvest_pb2.ChooseTargetsReply.SerializeToString),
+        "NodeClass": grpc.unary_unary_rpc_method_handler(
+            servicer.NodeClass, request_deserializer=lenient(harvest_pb2.NodeClassRequest),
+            response_serializer=harvest_pb2.NodeClassReply.SerializeToString),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
 
 
 class DurableWaiter:
@@ -101,8 +147,10 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
         cfg = service.cfg
         async for msg in request_iterator:
             try:
-                report = report_from_proto(msg, time.time(), cfg.max_future_s)
-            except RequestError as exc:
+                if isinstance(msg, Undecodable):
+                    raise InputError(msg.message, "request")
+                report = report_from_proto(msg, time.time(), cfg.max_future_s, cfg.max_report_age_s)
+            except InputError as exc:
                 service.metrics.inc("harvest_reports_rejected_total", api="grpc")
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
                 return
@@ -128,18 +176,16 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
     ) -> harvest_pb2.ChooseTargetsReply:
         start = time.perf_counter()
         try:
-            writer = request.writer
-            if writer:
-                check_name(writer, "writer")
-            if not 1 <= request.replicas <= 32:
-                raise RequestError(f"replicas: must be 1..32, got {request.replicas}", "replicas")
-            excluded = [check_name(e, f"excluded[{i}]") for i, e in enumerate(request.excluded)]
-            result = self.service.place(writer, int(request.replicas), excluded, int(request.block_size))
+            if isinstance(request, Undecodable):
+                raise InputError(request.message, "request")
+            writer, replicas, excluded, block_size = check_place_request(
+                request.writer, int(request.replicas), list(request.excluded), int(request.block_size))
+            result = self.service.place(writer, replicas, excluded, block_size)
         except NotFoundError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise
-        except RequestError as exc:
-            code = grpc.StatusCode.FAILED_PRECONDITION if exc.status == 409 else grpc.StatusCode.INVALID_ARGUMENT
+        except InputError as exc:
+            code = _STATUS_CODES.get(getattr(exc, "status", 400), grpc.StatusCode.INVALID_ARGUMENT)
             await context.abort(code, str(exc))
             raise
         except PlacementError as exc:
@@ -158,12 +204,14 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
         self, request: harvest_pb2.NodeClassRequest, context: grpc.aio.ServicerContext
     ) -> harvest_pb2.NodeClassReply:
         try:
+            if isinstance(request, Undecodable):
+                raise InputError(request.message, "request")
             check_name(request.node, "node")
             info = self.service.node_info(request.node)
         except NotFoundError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise
-        except RequestError as exc:
+        except InputError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise
         return harvest_pb2.NodeClassReply(
@@ -205,7 +253,7 @@ class GrpcServer:
 
     async def _serve(self) -> None:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        harvest_pb2_grpc.add_PlacementServicer_to_server(self._servicer, server)
+        add_servicer(self._servicer, server)
         if self._credentials is not None:
             self.port = server.add_secure_port(self._address, self._credentials)
         else:

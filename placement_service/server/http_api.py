@@ -8,48 +8,39 @@ harvestable set, flush) need ``Authorization: Bearer <token>`` when the service 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
 
 from flask import Flask, Response, request
 
+from placement_service import validate
 from placement_service.core.types import PlacementError, PolicyError
 from placement_service.server.elastic import parse_elastic_set
 from placement_service.server.http_common import check_bearer, install_common
 from placement_service.server.http_common import error_response as _error
 from placement_service.server.http_common import json_body as _body
 from placement_service.server.http_common import json_response as _json
-from placement_service.server.reports import RequestError, check_name, parse_report_batch
+from placement_service.server.reports import RequestError, check_name, check_place_request, parse_report_batch
 from placement_service.server.service import PlacementService
 
 logger = logging.getLogger(__name__)
 
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi.json"
+MAX_RECLUSTER_WAIT_S = 86400.0  # longest ``timeout_s`` of POST /v1/recluster?wait=1
 
 
 def _flag(name: str) -> bool:
-    """A boolean query parameter: 1/true/yes or 0/false/no (absent: false); anything else is a 400."""
-    raw = request.args.get(name, "").strip().lower()
-    if raw in ("", "0", "false", "no"):
-        return False
-    if raw in ("1", "true", "yes"):
-        return True
-    raise RequestError(f"{name}: must be 1/true/yes or 0/false/no, got {request.args.get(name)!r}", name)
+    """A boolean query parameter: 1/true/yes/on or 0/false/no/off (absent: false); anything else is a 400."""
+    return validate.parse_bool(request.args.get(name, "0") or "0", name)
 
 
-def _float_arg(name: str, default: float) -> float:
+def _epoch_arg(name: str, default: float) -> float:
+    """An epoch-seconds query argument: a finite number in 0 .. 2100-01-01."""
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise RequestError(f"{name}: must be a number (epoch seconds), got {raw!r}", name) from None
-    if not math.isfinite(value):
-        raise RequestError(f"{name}: must be finite, got {raw!r}", name)
-    return value
+    return validate.parse_epoch_s(raw, name)
 
 
 def create_app(service: PlacementService, token: str | None) -> Flask:
@@ -75,7 +66,8 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     @app.post("/v1/reports")
     def post_reports() -> Response:
         require_token()
-        reports = parse_report_batch(_body(), time.time(), cfg.max_future_s, cfg.max_reports_per_request)
+        reports = parse_report_batch(_body(), time.time(), cfg.max_future_s, cfg.max_reports_per_request,
+                                     cfg.max_report_age_s)
         result = service.ingest_and_wait(reports)
         metrics.inc("harvest_reports_accepted_total", len(reports), api="http")
         revocations = {n: list(ids) for n in {r.node for r in reports} if (ids := service.revocations_for(n))}
@@ -89,7 +81,7 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
 
         doc = _body()
         try:
-            job = parse_job(doc, "job")
+            job = parse_job(doc, "body")
         except PolicyError as exc:
             raise RequestError(str(exc), _field_of(str(exc))) from None
         policy = service.policy
@@ -129,7 +121,7 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
 
     @app.get("/v1/reimages")
     def get_reimages() -> Response:
-        since = _float_arg("since", 0.0)
+        since = _epoch_arg("since", 0.0)
         rows = service.state.load_reimages(since)
         return _json({"since": since, "reimages": [{"node": n, "timestamp": t, "tenant": te, "how": h}
                                                    for n, t, te, h in rows]})
@@ -174,8 +166,8 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     @app.get("/v1/tenants/<tenant>/samples")
     def get_samples(tenant: str) -> Response:
         check_name(tenant, "tenant")
-        since = _float_arg("since", 0.0)
-        until = _float_arg("until", time.time() + cfg.max_future_s + cfg.slot_s)
+        since = _epoch_arg("since", 0.0)
+        until = _epoch_arg("until", min(time.time() + cfg.max_future_s + cfg.slot_s, validate.MAX_EPOCH_S))
         if until < since:
             raise RequestError(f"until: must be >= since ({since}), got {until}", "until")
         if not service.known_tenant(tenant):
@@ -188,10 +180,13 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     @app.post("/v1/recluster")
     def post_recluster() -> Response:
         require_token()
+        # Arguments are checked before the run is queued: a bad request changes nothing.
+        wait = _flag("wait")
+        timeout_s = validate.parse_float(request.args.get("timeout_s", "600"), "timeout_s", minimum=0.0,
+                                         maximum=MAX_RECLUSTER_WAIT_S)
         queued = service.recluster.request()
-        wait = request.args.get("wait", "") in ("1", "true", "yes")
         if wait:
-            service.recluster.wait_idle(timeout_s=float(request.args.get("timeout_s", "600")))
+            service.recluster.wait_idle(timeout_s=timeout_s)
         status = service.recluster.status()
         status["class_table_version"] = service.policy.version
         return _json({"queued": queued, **status}, 200 if wait else 202)
@@ -231,8 +226,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         check_name(node, "node")
         doc = _body()
         ids = doc.get("revocations") if isinstance(doc, dict) else None
-        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        if not isinstance(ids, list):
             raise RequestError("revocations: must be a list of revocation ids", "revocations")
+        ids = [validate.check_int(i, f"revocations[{k}]", minimum=1, maximum=2**63 - 1) for k, i in enumerate(ids)]
         return _json({"drained": service.revocations_drained(node, ids)})
 
     @app.get("/v1/harvestable")
@@ -262,10 +258,11 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     return app
 
 
-def _field_of(message: str) -> str | None:
-    """Field named by a core ``PolicyError`` message (``job: vertices['a'].tasks: ...``)."""
+def _field_of(message: str) -> str:
+    """Field named by a core ``PolicyError`` message: ``body: vertices['a'].tasks: ...`` names
+    ``vertices['a'].tasks``, ``body: expected a JSON object`` names the body."""
     parts = [p.strip() for p in message.split(":")]
-    return parts[1] if len(parts) > 2 else None
+    return parts[1] if len(parts) > 2 else parts[0]
 
 
 def parse_place_request(doc: Any) -> tuple[str, int, list[str], int]:
@@ -274,23 +271,8 @@ def parse_place_request(doc: Any) -> tuple[str, int, list[str], int]:
     unknown = sorted(set(doc) - {"writer", "replicas", "excluded", "block_size"})
     if unknown:
         raise RequestError(f"{unknown[0]}: unknown field", unknown[0])
-    writer = doc.get("writer", "") or ""
-    if writer:
-        check_name(writer, "writer")
-    elif not isinstance(writer, str):
-        raise RequestError("writer: must be a string", "writer")
-    replicas = doc.get("replicas", 3)
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 32:
-        raise RequestError(f"replicas: must be an integer 1..32, got {replicas!r}", "replicas")
-    excluded = doc.get("excluded", [])
-    if not isinstance(excluded, list):
-        raise RequestError("excluded: must be a list of node names", "excluded")
-    excluded = [check_name(e, f"excluded[{i}]") for i, e in enumerate(excluded)]
-    block_size = doc.get("block_size", 0)
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or not 0 <= block_size <= 2**40:
-        raise RequestError(f"block_size: must be an integer number of bytes 0..2^40, got {block_size!r}",
-                           "block_size")
-    return writer, replicas, excluded, block_size
+    return check_place_request(doc.get("writer"), doc.get("replicas", 3), doc.get("excluded", []),
+                               doc.get("block_size", 0))
 
 
 REIMAGE_MAX_AGE_S = 10 * 365 * 86400.0  # older reports of reimages are refused (typo guard)
@@ -311,11 +293,8 @@ def parse_reimages(doc: Any, now_s: float, max_future_s: float) -> list[tuple[st
         if unknown:
             raise RequestError(f"{where}.{unknown[0]}: unknown field", f"{where}.{unknown[0]}")
         node = check_name(e.get("node"), f"{where}.node")
-        ts = e.get("timestamp")
-        if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) \
-                or not now_s - REIMAGE_MAX_AGE_S <= ts <= now_s + max_future_s:
-            raise RequestError(f"{where}.timestamp: must be epoch seconds within the last 10 years, got {ts!r}",
-                               f"{where}.timestamp")
+        ts = validate.check_finite(e.get("timestamp"), f"{where}.timestamp", minimum=now_s - REIMAGE_MAX_AGE_S,
+                                   maximum=now_s + max_future_s)
         how = e.get("how", "declared")
         if how not in ("detected", "declared"):
             raise RequestError(f"{where}.how: must be 'detected' or 'declared', got {how!r}", f"{where}.how")

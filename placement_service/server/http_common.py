@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from placement_service.server.metrics import Metrics
 from placement_service.server.reports import RequestError
+from placement_service.validate import InputError, loads_json
 
 logger = logging.getLogger(__name__)
 
@@ -28,11 +29,8 @@ def error_response(message: str, field: str | None, status: int) -> Response:
 
 
 def json_body() -> Any:
-    raw = request.get_data(cache=False)
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(f"body: malformed JSON: {exc}", "body") from None
+    """The JSON body (depth-limited, see ``placement_service.validate.loads_json``)."""
+    return loads_json(request.get_data(cache=False), "body")
 
 
 def check_bearer(token: str | None) -> None:
@@ -65,9 +63,9 @@ def install_common(app: Flask, metrics: Metrics) -> None:
             resp.headers["Retry-After"] = "5"
         return resp
 
-    @app.errorhandler(RequestError)
-    def _request_error(exc: RequestError) -> Response:
-        return error_response(str(exc), exc.field, exc.status)
+    @app.errorhandler(InputError)
+    def _request_error(exc: InputError) -> Response:
+        return error_response(str(exc), exc.field, getattr(exc, "status", 400))
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

@@ -7,18 +7,21 @@ report is rejected whole, so nothing of it is stored.
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from placement_service import HarvestError
+from placement_service import validate
+from placement_service.validate import MAX_NAME_LEN, InputError
 
-MAX_NAME_LEN = 253
-_NAME_RE = re.compile(r"^[A-Za-z0-9._:@/+-]+$")
+__all__ = ["MAX_NAME_LEN", "NodeReport", "NotFoundError", "RequestError", "check_name", "check_number",
+           "check_place_request", "parse_report", "parse_report_batch"]
+
 EARLIEST_TIMESTAMP_S = 946_684_800.0  # 2000-01-01: anything older is a unit mistake (ms, or 0)
+DEFAULT_MAX_AGE_S = 30 * 86400.0  # reports older than this are refused (see ServiceConfig.max_report_age_s)
 MAX_SEQ = 2**63 - 1
+MAX_REPLICAS = 32
+MAX_BLOCK_SIZE = 2**40  # bytes; HDFS blocks are 128-256 MB
 
 NUMERIC_FIELDS: tuple[str, ...] = (
     "timestamp",
@@ -32,12 +35,11 @@ REQUIRED_FIELDS: tuple[str, ...] = ("node", "tenant", *NUMERIC_FIELDS, "busy")
 OPTIONAL_FIELDS: tuple[str, ...] = ("seq",)
 
 
-class RequestError(HarvestError):
+class RequestError(InputError):
     """A request is invalid; ``status`` is the HTTP status, ``field`` names what is wrong."""
 
     def __init__(self, message: str, field: str | None = None, status: int = 400) -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field)
         self.status = status
 
 
@@ -110,28 +112,28 @@ def decode_frame(payload: bytes) -> list[NodeReport]:
 
 
 def check_name(value: object, field: str) -> str:
-    if not isinstance(value, str):
-        raise RequestError(f"{field}: must be a string, got {type(value).__name__}", field)
-    if not value or len(value) > MAX_NAME_LEN:
-        raise RequestError(f"{field}: must be 1..{MAX_NAME_LEN} characters", field)
-    if not _NAME_RE.match(value):
-        raise RequestError(f"{field}: may only contain letters, digits and . _ : @ / + -", field)
-    return value
+    """A node / tenant name (``placement_service.validate.check_name``) or a ``RequestError``."""
+    try:
+        return validate.check_name(value, field)
+    except InputError as exc:
+        raise RequestError(str(exc), exc.field) from None
 
 
 def check_number(value: object, field: str, *, minimum: float = 0.0, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RequestError(f"{field}: must be a number, got {type(value).__name__}", field)
-    number = float(value)
-    if not math.isfinite(number):
-        raise RequestError(f"{field}: must be a finite number, got {value!r}", field)
-    if number < minimum or (positive and number <= 0.0):
-        raise RequestError(f"{field}: must be {'>' if positive else '>='} {minimum}, got {number}", field)
-    return number
+    try:
+        return validate.check_finite(value, field, minimum=minimum, positive=positive)
+    except InputError as exc:
+        raise RequestError(str(exc), exc.field) from None
 
 
-def parse_report(doc: object, where: str, now_s: float, max_future_s: float) -> NodeReport:
-    """Validate one report object; errors name ``where.<field>``."""
+def parse_report(doc: object, where: str, now_s: float, max_future_s: float,
+                 max_age_s: float = DEFAULT_MAX_AGE_S) -> NodeReport:
+    """Validate one report object; errors name ``where.<field>``.
+
+    The timestamp must lie in ``[now_s - max_age_s, now_s + max_future_s]`` (and after 2000-01-01):
+    a report is history for the next re-clustering, and one request must not create a day folder for
+    every day of several decades.
+    """
     if not isinstance(doc, Mapping):
         raise RequestError(f"{where}: must be an object, got {type(doc).__name__}", where)
     unknown = sorted(set(doc) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS))
@@ -150,6 +152,11 @@ def parse_report(doc: object, where: str, now_s: float, max_future_s: float) -> 
     if ts < EARLIEST_TIMESTAMP_S:
         raise RequestError(f"{where}.timestamp: {ts} is before 2000-01-01 (epoch seconds expected)",
                            f"{where}.timestamp")
+    if ts < now_s - max_age_s:
+        raise RequestError(
+            f"{where}.timestamp: {ts} is {(now_s - ts) / 86400:.1f} days old (at most {max_age_s / 86400:g} days "
+            "accepted)", f"{where}.timestamp",
+        )
     if ts > now_s + max_future_s:
         raise RequestError(
             f"{where}.timestamp: {ts} is {ts - now_s:.0f} s in the future (at most {max_future_s:.0f} s allowed)",
@@ -162,7 +169,8 @@ def parse_report(doc: object, where: str, now_s: float, max_future_s: float) -> 
     if seq_raw is None:
         seq_raw = 0
     if isinstance(seq_raw, bool) or not isinstance(seq_raw, int) or not 0 <= seq_raw <= MAX_SEQ:
-        raise RequestError(f"{where}.seq: must be an integer 0..2^63-1, got {seq_raw!r}", f"{where}.seq")
+        raise RequestError(f"{where}.seq: must be an integer 0..2^63-1, got {validate.short_repr(seq_raw)}",
+                           f"{where}.seq")
     return NodeReport(
         node=node, tenant=tenant, timestamp=ts,
         primary_cpu_cores=num["primary_cpu_cores"], primary_memory_mb=num["primary_memory_mb"],
@@ -171,7 +179,8 @@ def parse_report(doc: object, where: str, now_s: float, max_future_s: float) -> 
     )
 
 
-def parse_report_batch(doc: object, now_s: float, max_future_s: float, max_reports: int) -> list[NodeReport]:
+def parse_report_batch(doc: object, now_s: float, max_future_s: float, max_reports: int,
+                       max_age_s: float = DEFAULT_MAX_AGE_S) -> list[NodeReport]:
     """Validate the body of ``POST /v1/reports``: ``{"reports": [...]}``."""
     if not isinstance(doc, Mapping):
         raise RequestError("body: must be a JSON object with a 'reports' list", "body")
@@ -186,4 +195,23 @@ def parse_report_batch(doc: object, now_s: float, max_future_s: float, max_repor
     if len(items) > max_reports:
         raise RequestError(f"reports: at most {max_reports} reports per request, got {len(items)}",
                            "reports", status=413)
-    return [parse_report(item, f"reports[{i}]", now_s, max_future_s) for i, item in enumerate(items)]
+    return [parse_report(item, f"reports[{i}]", now_s, max_future_s, max_age_s) for i, item in enumerate(items)]
+
+
+def check_place_request(writer: object, replicas: object, excluded: object, block_size: object
+                        ) -> tuple[str, int, list[str], int]:
+    """Arguments of a replica-placement decision (HTTP ``POST /v1/blocks/place`` and gRPC
+    ``ChooseTargets``): ``writer`` is a node name or ``""`` / ``None`` (a client outside the cluster)."""
+    if writer is None or writer == "":
+        writer = ""
+    else:
+        writer = check_name(writer, "writer")
+    try:
+        n = validate.check_int(replicas, "replicas", minimum=1, maximum=MAX_REPLICAS)
+        size = validate.check_int(block_size, "block_size", minimum=0, maximum=MAX_BLOCK_SIZE)
+    except InputError as exc:
+        raise RequestError(str(exc), exc.field) from None
+    if not isinstance(excluded, list | tuple):
+        raise RequestError("excluded: must be a list of node names", "excluded")
+    names = [check_name(e, f"excluded[{i}]") for i, e in enumerate(excluded)]
+    return str(writer), n, names, size

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from placement_service import HarvestError
 from placement_service.sim.agent_nodes import AgentSettings
+from placement_service.validate import finite_float, output_file
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +50,8 @@ def _inputs(p: argparse.ArgumentParser, reimages_required: bool = False) -> None
     )
     g.add_argument("--generate", type=int, metavar="N", help="generate a datacenter of N servers in-process")
     g.add_argument("--generate-seed", type=int, default=1, help="seed of the generated datacenter (default 1)")
-    g.add_argument("--generate-days", type=float, default=30.0, help="days of generated traces (default 30)")
-    g.add_argument("--reimage-days", type=float, default=None,
+    g.add_argument("--generate-days", type=finite_float, default=30.0, help="days of generated traces (default 30)")
+    g.add_argument("--reimage-days", type=finite_float, default=None,
                    help="days of generated reimages (e.g. 365 for durability; default: --generate-days)")
     g.add_argument("--real", choices=["azure", "planetlab"], help="public CPU traces grouped into tenants")
     g.add_argument("--real-servers", type=int, default=5000, help="servers of the real-trace datacenter")
@@ -58,7 +59,7 @@ def _inputs(p: argparse.ArgumentParser, reimages_required: bool = False) -> None
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--seed", type=int, default=0, help="base seed of the named random streams (default 0)")
     p.add_argument("--runs", type=int, default=3, help="runs per point (default 3)")
-    p.add_argument("--history-days", type=float, default=7.0, help="days of history the policy learns from")
+    p.add_argument("--history-days", type=finite_float, default=7.0, help="days of history the policy learns from")
 
 
 AGENT = AgentSettings()
@@ -72,26 +73,26 @@ def register(subparsers: Any) -> None:
     _inputs(p)
     p.add_argument("--levels", type=_floats, default=[0.2, 0.3, 0.4, 0.5, 0.6], help="utilization levels")
     p.add_argument("--scaling", choices=["linear", "root"], default="linear")
-    p.add_argument("--days", type=float, default=30.0, help="simulated days after the history (default 30)")
+    p.add_argument("--days", type=finite_float, default=30.0, help="simulated days after the history (default 30)")
     p.add_argument("--jobs", metavar="DIR",
                    help="a folder of job JSON files (the format of 'harvest select --job') to draw arrivals from "
                         "(default: the 99 bundled TPC-DS DAGs)")
     p.add_argument("--systems", default="YARN-PT,YARN-H,YARN-H-forecast",
                    help="comma list of YARN-Stock, YARN-PT, YARN-PT-spread, YARN-H, YARN-PT-forecast, "
                         "YARN-H-forecast (default: YARN-PT,YARN-H,YARN-H-forecast)")
-    p.add_argument("--step-s", type=float, default=60.0, help="time step (s)")
-    p.add_argument("--reserve-frac", type=float, default=1 / 3, help="cores kept for the primary (default 1/3)")
-    p.add_argument("--offered-core-frac", type=float, default=0.05, help="batch load as a fraction of all cores")
-    p.add_argument("--length-scale", type=float, default=5.0, help="task length multiplier")
-    p.add_argument("--interarrival-s", type=float, default=300.0, help="mean job inter-arrival time (s)")
-    p.add_argument("--max-wait-s", type=float, default=1800.0,
+    p.add_argument("--step-s", type=finite_float, default=60.0, help="time step (s)")
+    p.add_argument("--reserve-frac", type=finite_float, default=1 / 3, help="cores kept for the primary (default 1/3)")
+    p.add_argument("--offered-core-frac", type=finite_float, default=0.05, help="batch load as a fraction of all cores")
+    p.add_argument("--length-scale", type=finite_float, default=5.0, help="task length multiplier")
+    p.add_argument("--interarrival-s", type=finite_float, default=300.0, help="mean job inter-arrival time (s)")
+    p.add_argument("--max-wait-s", type=finite_float, default=1800.0,
                    help="YARN-H job without a class waits this long, then runs anywhere (inf: forever)")
     p.add_argument("--pt-server-choice", choices=["fill", "proportional"], default="fill")
-    p.add_argument("--reselect-after-s", type=float, default=1800.0,
+    p.add_argument("--reselect-after-s", type=finite_float, default=1800.0,
                    help="YARN-H job starved this long asks class selection again (0: never, as the paper)")
-    p.add_argument("--forecast-horizon-s", type=float, default=3600.0,
+    p.add_argument("--forecast-horizon-s", type=finite_float, default=3600.0,
                    help="*-forecast systems: how far ahead the headroom forecast looks (default 3600 s)")
-    p.add_argument("--forecast-quantile", type=float, default=0.9,
+    p.add_argument("--forecast-quantile", type=finite_float, default=0.9,
                    help="*-forecast systems: quantile of the history's forward peaks per hour of day (default 0.9)")
     p.add_argument("--no-forecast-spill", action="store_true",
                    help="*-forecast systems: never use cores the forecast says the primary will take back "
@@ -99,10 +100,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent-max-kills", type=int, default=AGENT.max_kills_per_round,
                    help="node agent: most containers killed per agent tick (default: the agent's, "
                         f"{AGENT.max_kills_per_round}; a large number means no cap)")
-    p.add_argument("--agent-cooldown-s", type=float, default=AGENT.cooldown_s,
+    p.add_argument("--agent-cooldown-s", type=finite_float, default=AGENT.cooldown_s,
                    help=f"node agent: after a kill the advertised cores do not grow for this long "
                         f"(default: the agent's, {AGENT.cooldown_s:g} s; 0: no cool-down)")
-    p.add_argument("--agent-tick-s", type=float, default=AGENT.tick_s,
+    p.add_argument("--agent-tick-s", type=finite_float, default=AGENT.tick_s,
                    help=f"node agent: seconds between decisions (default {AGENT.tick_s:g})")
     p.set_defaults(func=_schedule)
 
@@ -110,10 +111,10 @@ def register(subparsers: Any) -> None:
     _inputs(p, reimages_required=True)
     p.add_argument("--replicas", type=_ints, default=[3, 4])
     p.add_argument("--blocks", type=int, default=4_000_000)
-    p.add_argument("--days", type=float, default=365.0)
-    p.add_argument("--step-s", type=float, default=3600.0)
-    p.add_argument("--repair-blocks-per-hour", type=float, default=30.0)
-    p.add_argument("--block-size-mb", type=float, default=256.0)
+    p.add_argument("--days", type=finite_float, default=365.0)
+    p.add_argument("--step-s", type=finite_float, default=3600.0)
+    p.add_argument("--repair-blocks-per-hour", type=finite_float, default=30.0)
+    p.add_argument("--block-size-mb", type=finite_float, default=256.0)
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
                    help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
@@ -124,12 +125,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--levels", type=_floats, default=[0.2, 0.3, 0.4, 0.5, 0.6])
     p.add_argument("--replicas", type=_ints, default=[3, 4])
     p.add_argument("--scaling", choices=["linear", "root"], default="linear")
-    p.add_argument("--days", type=float, default=21.0, help="days of accesses after the history")
+    p.add_argument("--days", type=finite_float, default=21.0, help="days of accesses after the history")
     p.add_argument("--blocks", type=int, default=200_000)
     p.add_argument("--accesses", type=int, default=1_000_000)
-    p.add_argument("--reserve-frac", type=float, default=1 / 3)
-    p.add_argument("--busy-cpu", type=float, default=None, help="busy threshold (default 1 - reserve)")
-    p.add_argument("--block-size-mb", type=float, default=256.0)
+    p.add_argument("--reserve-frac", type=finite_float, default=1 / 3)
+    p.add_argument("--busy-cpu", type=finite_float, default=None, help="busy threshold (default 1 - reserve)")
+    p.add_argument("--block-size-mb", type=finite_float, default=256.0)
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
                    help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
@@ -137,7 +138,7 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("report", help="Markdown report (and figures) from results directories")
     p.add_argument("results", nargs="+", help="directories holding results.json")
-    p.add_argument("--out", required=True, help="Markdown file to write (e.g. docs/results.md)")
+    p.add_argument("--out", required=True, type=output_file, help="Markdown file to write (e.g. docs/results.md)")
     p.add_argument("--figures", help="directory for the figures (default: next to the Markdown)")
     p.set_defaults(func=_report)
 

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from placement_service.validate import finite_float
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -26,13 +28,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reimages", help="reimage events (timestamp, server); default: synthetic, said in the report")
     p.add_argument("--jobs", metavar="DIR", help="folder of job JSON files (default: the bundled TPC-DS DAGs)")
     p.add_argument("--out", required=True, help="output folder (report.md, figures, raw results)")
-    p.add_argument("--level-step", type=float, default=0.1,
+    p.add_argument("--level-step", type=finite_float, default=0.1,
                    help="utilization step either side of the data's own level (default 0.1)")
     p.add_argument("--runs", type=int, default=1, help="runs per point (default 1)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--history-days", type=float, default=7.0, help="days of history the policy learns from")
+    p.add_argument("--history-days", type=finite_float, default=7.0, help="days of history the policy learns from")
     p.add_argument("--durability-blocks", type=int, default=500_000, help="blocks in the durability run")
-    p.add_argument("--durability-days", type=float, default=365.0, help="days of the durability run")
+    p.add_argument("--durability-days", type=finite_float, default=365.0, help="days of the durability run")
     p.set_defaults(func=_whatif)
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError
+from placement_service.validate import finite_float
 
 
 def register(subparsers: Any) -> None:
@@ -30,13 +30,13 @@ def register(subparsers: Any) -> None:
     g.add_argument("--servers", type=int, required=True, help="number of servers in the inventory")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--out", required=True, help="output directory (created if missing)")
-    g.add_argument("--days", type=float, default=30.0, help="length of the trace in days (default 30)")
+    g.add_argument("--days", type=finite_float, default=30.0, help="length of the trace in days (default 30)")
     g.add_argument(
-        "--interval-s", type=float, default=300.0, help="seconds between samples (default 300; the paper: 120)"
+        "--interval-s", type=finite_float, default=300.0, help="seconds between samples (default 300; the paper: 120)"
     )
     g.add_argument(
         "--reimage-days",
-        type=float,
+        type=finite_float,
         default=None,
         help="length of the reimage trace in days (default: --days), e.g. 365 for a durability study",
     )
@@ -96,7 +96,7 @@ def register(subparsers: Any) -> None:
     k.add_argument("--reimages")
     k.add_argument("--inventory")
     k.add_argument("--cpu-percent", action="store_true", help="cpu / memory columns hold 0-100, not 0-1")
-    k.add_argument("--interval-s", type=float, default=None, help="slot length (default: inferred)")
+    k.add_argument("--interval-s", type=finite_float, default=None, help="slot length (default: inferred)")
     k.set_defaults(func=_check)
 
 
@@ -148,10 +148,9 @@ def _generate(args: argparse.Namespace) -> int:
         raise HarvestError("--days and --interval-s must be positive")
     cfg = GeneratorConfig()
     if args.config:
-        try:
-            doc = json.loads(Path(args.config).read_text())
-        except (OSError, ValueError) as exc:
-            raise HarvestError(f"{args.config}: cannot read the generator settings: {exc}") from None
+        from placement_service.validate import load_json_file
+
+        doc = load_json_file(args.config, "generator settings")
         if not isinstance(doc, dict):
             raise HarvestError(f"{args.config}: expected a JSON object of settings")
         cfg = GeneratorConfig.from_mapping(doc, source=args.config)

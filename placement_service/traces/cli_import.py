@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from placement_service.traces.columns import fmt_time
+from placement_service.validate import finite_float
 
 
 def register(subparsers: Any) -> None:
@@ -57,14 +58,14 @@ def register(subparsers: Any) -> None:
                    "datacenter, msb, timestamp (for --inventory-event-log)")
     p.add_argument("--inventory-event-log", action="store_true",
                    help="the inventory lists changes: keep the last row per server (by timestamp if mapped)")
-    p.add_argument("--default-cores", type=float, help="cores of servers whose inventory has no cores column")
-    p.add_argument("--default-memory-mb", type=float, help="memory (MB) where the inventory has none")
-    p.add_argument("--default-storage-gb", type=float, help="storage lent to HDFS (GB) where the inventory has none")
+    p.add_argument("--default-cores", type=finite_float, help="cores of servers whose inventory has no cores column")
+    p.add_argument("--default-memory-mb", type=finite_float, help="memory (MB) where the inventory has none")
+    p.add_argument("--default-storage-gb", type=finite_float, help="storage lent to HDFS (GB) where the inventory has none")
     p.add_argument("--reimages", help="reimage / repair log (kept whole, whatever its span)")
     p.add_argument("--reimage-columns", metavar="NAME=COLUMN,...", help="map: timestamp, server")
     p.add_argument("--synthetic-reimages", action="store_true",
                    help="no reimage log: draw reimages from the generator's model over the utilization window")
-    p.add_argument("--reimage-days", type=float, default=None,
+    p.add_argument("--reimage-days", type=finite_float, default=None,
                    help="with --synthetic-reimages: days of reimages (default: the utilization window)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic reimages (default 0)")
     p.add_argument("--out", required=True, help="output directory (files are written together, all or nothing)")

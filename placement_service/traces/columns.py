@@ -169,8 +169,11 @@ def fmt_time(t: float) -> str:
 
 
 def _value(col: pa.ChunkedArray, i: int) -> str:
+    """A cell for an error message, cut to 40 characters (a 200 KB cell stays a one-line error)."""
+    from placement_service.validate import short_repr
+
     v = col[i].as_py()
-    return repr(v) if isinstance(v, str) else str(v)
+    return short_repr(v) if isinstance(v, str) else short_repr(str(v)).strip("'")
 
 
 def float_column(path: PathLike, table: pa.Table, name: str, what: str = "a number") -> np.ndarray:

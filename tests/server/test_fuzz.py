@@ -23,7 +23,7 @@ from tests.server.conftest import ServerProc, report, start_server
 
 FIELDS = ["node", "tenant", "timestamp", "primary_cpu_cores", "primary_memory_mb", "capacity_cores",
           "capacity_memory_mb", "busy", "free_storage_gb", "seq"]
-_NAME = re.compile(r"^[A-Za-z0-9._:@/+-]{1,253}$")
+_NAME = re.compile(r"[A-Za-z0-9._:@/+-]{1,253}")  # the whole string (fullmatch): no trailing newline
 _counter = itertools.count()
 
 json_scalars = st.one_of(
@@ -52,13 +52,14 @@ def contract_valid(doc: dict[str, Any], now: float) -> bool:
     def num(v: Any) -> bool:
         return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
-    if not all(isinstance(doc[k], str) and _NAME.match(doc[k]) for k in ("node", "tenant")):
+    if not all(isinstance(doc[k], str) and _NAME.fullmatch(doc[k]) for k in ("node", "tenant")):
         return False
     if not all(num(doc[k]) for k in FIELDS[2:9] if k != "busy"):
         return False
     if doc["capacity_cores"] <= 0 or doc["capacity_memory_mb"] <= 0:
         return False
-    if not 946_684_800 <= doc["timestamp"] <= now + 250:  # server allows 300 s; keep a margin
+    # The server accepts [now - 30 days, now + 300 s]; keep a margin at both ends.
+    if not max(946_684_800, now - 30 * 86400 + 60) <= doc["timestamp"] <= now + 250:
         return False
     if not isinstance(doc["busy"], bool):
         return False
@@ -80,11 +81,13 @@ def test_report_accepted_iff_contract_holds(fuzz_server: ServerProc, field: str 
             doc[field] = value
     if isinstance(doc.get("timestamp"), int | float) and 250 < doc["timestamp"] - now <= 350:
         doc["timestamp"] = now + 1000  # stay clear of the server's clock margin
+    if isinstance(doc.get("timestamp"), int | float) and abs(doc["timestamp"] - (now - 30 * 86400)) <= 120:
+        doc["timestamp"] = now - 40 * 86400  # and clear of its age limit
     status, body = fuzz_server.call("POST", "/v1/reports", raw=json.dumps({"reports": [doc]}).encode())
     assert status < 500, body
     valid = contract_valid(doc, time.time())
     assert (status == 202) == valid, (doc, status, body)
-    target = doc.get("node") if isinstance(doc.get("node"), str) and _NAME.match(doc.get("node", "")) else node
+    target = doc.get("node") if isinstance(doc.get("node"), str) and _NAME.fullmatch(doc.get("node", "")) else node
     if status == 202:
         _, info = fuzz_server.call("GET", f"/v1/nodes/{target}")
         assert info["last_report"]["timestamp"] == float(doc["timestamp"])

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from placement_service.validate import finite_float
+
 
 def register(subparsers: Any) -> None:
     flux = subparsers.add_parser(
@@ -47,7 +49,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--gateway", default="ts-gateway-service", help="gateway service name")
     p.add_argument(
-        "--holdout", type=float, default=0.3, help="share of minutes (every k-th) held out for the check"
+        "--holdout", type=finite_float, default=0.3, help="share of minutes (every k-th) held out for the check"
     )
     p.add_argument("--peak-minutes", type=int, default=10, help="peak window length, minutes")
     p.add_argument(
@@ -64,7 +66,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--supply")
     p.add_argument("--previous", help="previous plan.json: its executed step becomes the baseline")
     p.add_argument("--ledger", help="ledger.sqlite: apply its future events to the baseline")
-    p.add_argument("--time-limit-s", type=float, default=60.0)
+    p.add_argument("--time-limit-s", type=finite_float, default=60.0)
     p.add_argument("--integer-capacity", action="store_true", help="whole RRUs (a MIP; default LP)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=_plan)

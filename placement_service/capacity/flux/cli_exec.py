@@ -8,6 +8,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from placement_service.validate import finite_float
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("execute", help="write a plan's three-phase DAG into the ledger and activate ready events",
@@ -21,7 +23,7 @@ def register(sub: Any) -> None:
     p.add_argument("--steps", type=int, default=None, help="only the first N steps (default: all)")
     p.add_argument("--writer", default="flux")
     p.add_argument("--plan-id", default=None, help="prefix of the event ids (default: the plan file name)")
-    p.add_argument("--start-ts", type=float, default=None, help="timestamp of the first step (default: now)")
+    p.add_argument("--start-ts", type=finite_float, default=None, help="timestamp of the first step (default: now)")
     p.add_argument("--auto-complete", action="store_true", help="complete active events until nothing moves")
     p.add_argument("--fail-event", action="append", default=[], help="with --auto-complete: fail this event")
     p.set_defaults(func=_execute)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
+
+from placement_service.validate import finite_float, output_file
 
 
 def register(subparsers: Any) -> None:
@@ -27,9 +28,9 @@ def register(subparsers: Any) -> None:
                                    "requests with reasons, harvestable servers, solver status and bound).")  # fmt: skip
     _common(p)
     p.add_argument("--previous", help="previous plan A.json (servers that need not move stay)")
-    p.add_argument("--time-limit-s", type=float, help="overall time limit (default: settings.time_limit_s, 60)")
+    p.add_argument("--time-limit-s", type=finite_float, help="overall time limit (default: settings.time_limit_s, 60)")
     p.add_argument("--method", choices=["auto", "lp-round", "mip", "greedy"], help="override settings.method")
-    p.add_argument("--out", required=True, help="plan JSON to write (atomically)")
+    p.add_argument("--out", required=True, type=output_file, help="plan JSON to write (atomically)")
     p.add_argument("--harvestable-out", help="also write the elastic set as an inventory file (.csv/.parquet)")
     p.add_argument("--buffer-bound", action="store_true", help="also compute the embedded-buffer lower bound")
     p.add_argument("--no-check", action="store_true", help="skip the independent check of the written plan")
@@ -50,7 +51,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--msbs", type=int, default=6)
     p.add_argument("--hardware", type=int, default=3, help="number of hardware types")
     p.add_argument("--datacenters", type=int, help="default: msbs // 4, 1..3")
-    p.add_argument("--fill", type=float, default=0.7, help="share of the region the requests (+ buffers) take")
+    p.add_argument("--fill", type=finite_float, default=0.7, help="share of the region the requests (+ buffers) take")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", required=True)
     p.add_argument("--format", choices=["csv", "parquet"], default="csv")
@@ -64,16 +65,17 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("export", help="write a plan's harvestable (elastic) servers as an inventory file")
     p.add_argument("--inventory", required=True)
     p.add_argument("--plan", required=True)
-    p.add_argument("--out", required=True, help="inventory .csv/.parquet with tenant elastic:<entity>")
+    p.add_argument("--out", required=True, type=output_file,
+                   help="inventory .csv/.parquet with tenant elastic:<entity>")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("move", help="Online Mover: replace failed servers from the shared buffer")
     _common(p)
     p.add_argument("--plan", required=True)
     p.add_argument("--failed", required=True, help="comma-separated failed servers")
-    p.add_argument("--out", required=True, help="updated plan JSON")
+    p.add_argument("--out", required=True, type=output_file, help="updated plan JSON")
     p.add_argument("--revocations-out", help="revoked elastic loans as events CSV (timestamp, server)")
-    p.add_argument("--timestamp", type=float, help="event time, epoch s (default: now)")
+    p.add_argument("--timestamp", type=finite_float, help="event time, epoch s (default: now)")
     p.set_defaults(func=_move)
 
     p = sub.add_parser("grant", help="emergency path: grant a new request now, greedily (next solve improves it)")
@@ -81,9 +83,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plan", required=True)
     p.add_argument("--request", required=True, help="one reservation object as JSON (same shape as in R.json)")
     p.add_argument("--use-shared-buffer", action="store_true", help="may also take shared-buffer servers")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, type=output_file)
     p.add_argument("--revocations-out")
-    p.add_argument("--timestamp", type=float)
+    p.add_argument("--timestamp", type=finite_float)
     p.set_defaults(func=_grant)
 
     from placement_service.capacity.ras import revlog, serve
@@ -156,7 +158,8 @@ def _explain(args: argparse.Namespace) -> int:
 
     plan = io.load_json(args.plan)
     rid = args.id
-    fig = (plan.get("reservations") or {}).get(rid) or (plan.get("shared_buffers") or {}).get(rid)
+    sections = [plan.get(k) for k in ("reservations", "shared_buffers")]
+    fig = next((sec[rid] for sec in sections if isinstance(sec, dict) and rid in sec), None)
     if fig is None:
         raise CapacityError(f"{args.plan}: no reservation or shared buffer {rid!r} in the plan")
     if args.reservations:
@@ -270,10 +273,12 @@ def _grant(args: argparse.Namespace) -> int:
     from placement_service.capacity.ras.plan import replan
 
     region = io.read_inventory(args.inventory)
+    from placement_service.validate import InputError, loads_json
+
     try:
-        raw = json.loads(args.request)
-    except json.JSONDecodeError as exc:
-        raise CapacityError(f"--request: not valid JSON: {exc}") from None
+        raw = loads_json(args.request, "--request")
+    except InputError as exc:
+        raise CapacityError(str(exc)) from None
     (request,), _ = io.parse_requests({"reservations": [raw]}, "--request")
     requests, settings = io.read_requests(args.reservations)
     if any(r.id == request.id for r in requests):

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from placement_service.atomic import atomic_path
 from placement_service.capacity import CapacityError
 from placement_service.capacity.ras.domain import Method, Region, Request, Settings
+from placement_service.validate import InputError, load_json_file
 
 REQUIRED_COLUMNS = ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
 OPTIONAL_COLUMNS = ("tenant", "environment", "cores", "memory_mb", "storage_gb", "cluster")
@@ -139,9 +140,12 @@ def load_json(path: str | Path) -> Any:
         return out
 
     try:
-        return json.loads(p.read_text(), object_pairs_hook=no_duplicates)
-    except json.JSONDecodeError as exc:
-        raise CapacityError(f"{p}: not valid JSON: {exc}") from None
+        doc = load_json_file(p, "JSON input", object_pairs_hook=no_duplicates)
+    except InputError as exc:
+        raise CapacityError(str(exc)) from None
+    if not isinstance(doc, dict):  # requests, plans and assignments are all JSON objects
+        raise CapacityError(f"{p}: expected a JSON object, got {type(doc).__name__}")
+    return doc
 
 
 def parse_settings(raw: Mapping[str, Any] | None, where: str) -> Settings:

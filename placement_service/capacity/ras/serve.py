@@ -16,6 +16,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from placement_service.validate import finite_float
+
 logger = logging.getLogger(__name__)
 
 
@@ -37,11 +39,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--token-file", help="bearer token that mutating calls must present (also sent to clusters)")
     p.add_argument("--cluster", action="append", default=[], metavar="NAME=URL",
                    help="a cluster's placement service, e.g. c1=http://127.0.0.1:8470 (repeatable)")
-    p.add_argument("--budget-s", type=float, default=10.0, help="time budget of one async solve (s)")
-    p.add_argument("--interval-s", type=float, default=300.0, help="re-solve this often (s); 0: on demand only")
-    p.add_argument("--ack-timeout-s", type=float, default=60.0,
+    p.add_argument("--budget-s", type=finite_float, default=10.0, help="time budget of one async solve (s)")
+    p.add_argument("--interval-s", type=finite_float, default=300.0, help="re-solve this often (s); 0: on demand only")
+    p.add_argument("--ack-timeout-s", type=finite_float, default=60.0,
                    help="hand a revoked server over after this long without the agent's acknowledgement")
-    p.add_argument("--push-interval-s", type=float, default=0.5, help="retry failed pushes this often (s)")
+    p.add_argument("--push-interval-s", type=finite_float, default=0.5, help="retry failed pushes this often (s)")
     p.set_defaults(func=run)
 
 
