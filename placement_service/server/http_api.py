@@ -107,8 +107,9 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         block = request.args.get("block", "")
         if block:
             check_name(block, "block")
-        result, why = service.place_explained(writer, replicas, excluded, block_size, block=block)
-        extra = {"explain": why} if _flag("explain") else {}
+        explain = _flag("explain")
+        result, why = service.place_explained(writer, replicas, excluded, block_size, block=block, rules=explain)
+        extra = {"explain": why} if explain else {}
         return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason,
                       "short": result.short, "decision": why["decision"], **extra})
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from placement_service.core.selection import SelectionConfig, thresholds_from_history
@@ -36,6 +36,15 @@ from placement_service.server.quality import (
     StrictSwitch,
     diversity_of,
 )
+
+
+def _same(node: str) -> str:
+    return node
+
+
+def _cell(cell_of: Mapping[str, Any], node: str, i: int) -> int | None:
+    cell = cell_of.get(node)
+    return None if cell is None else (cell.reimage_row, cell.peak_column)[i]
 
 
 class Insight:
@@ -77,6 +86,42 @@ class Insight:
                                container_cores=cfg.selection_container_cores), source
 
     # -- placement ---------------------------------------------------------------------------------
+    @staticmethod
+    def rule_funnel(candidates: Sequence[str], usable: Callable[[str], bool], excluded: Sequence[str],
+                    replicas: list[dict[str, Any]], cell_of: Mapping[str, Any],
+                    env_of: Mapping[str, str]) -> list[dict[str, Any]]:
+        """For each replica, how many candidate nodes each placement rule removed, in the rules'
+        order, given the replicas before it: not usable (busy, or no room for the block), excluded
+        or already chosen, same environment as an earlier replica, same grid row, same grid column
+        (rows and columns for the first three replicas: the grid has three of each). A replica whose
+        node is not among the survivors of a rule is where that rule was relaxed."""
+        out = []
+        excl = set(excluded)
+        for k, rep in enumerate(replicas):
+            earlier = replicas[:k]
+            steps = []
+            # (rule, the node's value under that rule, the values earlier replicas took)
+            rules: list[tuple[str, Callable[[str], Any], set[Any]]] = [
+                ("excluded or already chosen", _same, {r["node"] for r in earlier} | excl),
+                ("same environment", env_of.get, {r["environment"] for r in earlier}),
+            ]
+            if k < 3:
+                rules += [("same grid row", lambda n: _cell(cell_of, n, 0), {r["grid_row"] for r in earlier}),
+                          ("same grid column", lambda n: _cell(cell_of, n, 1), {r["grid_column"] for r in earlier})]
+            relaxed = []
+            left = [n for n in candidates if usable(n)]
+            steps.append({"rule": "not usable (busy or full)", "removed": len(candidates) - len(left), "left": len(left)})
+            for name, value, taken in rules:
+                kept = [n for n in left if value(n) not in taken]
+                steps.append({"rule": name, "removed": len(left) - len(kept), "left": len(kept)})
+                if rep["node"] in left and rep["node"] not in kept:
+                    relaxed.append(name)
+                left = kept or left  # a rule that would leave nobody is the one the placer relaxes
+            out.append({"replica": k + 1, "node": rep["node"], "start": len(candidates), "rules": steps,
+                        "relaxed": relaxed})
+        return out
+
+
     def replicas_detail(self, table: ClassTable | None, node_tenant: Mapping[str, str],
                         node_env: Mapping[str, str], targets: Sequence[str]) -> list[dict[str, Any]]:
         grid: Mapping[str, Any] = table.grid if table is not None and table.grid is not None else {}

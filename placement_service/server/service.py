@@ -466,7 +466,7 @@ class PlacementService:
         return self.place_explained(writer, replicas, excluded, block_size_bytes)[0]
 
     def place_explained(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int,
-                        block: str = "") -> tuple[PlaceDecision, dict[str, Any]]:
+                        block: str = "", rules: bool = False) -> tuple[PlaceDecision, dict[str, Any]]:
         """:meth:`place` plus the why: each replica's node, tenant, class, environment and grid cell,
         the strict-mode state, and the decision-log key (``block`` when given)."""
         if writer:
@@ -492,8 +492,15 @@ class PlacementService:
                                "relaxed=%s short=%s%s", block_size_bytes, decision.block_mb, replicas, writer or "-",
                                ",".join(decision.targets), decision.relaxed, decision.short,
                                f" ({decision.reason})" if decision.reason else "")
-        return decision, {"decision": key, "replicas": detail, "strict_mode": strict,
-                          "quality": self.insight.quality_doc()}
+        why = {"decision": key, "replicas": detail, "strict_mode": strict, "quality": self.insight.quality_doc()}
+        if rules and view.placer is not None:  # explain=1 only: one pass over the candidate nodes
+            with self._nodes_lock:
+                node_tenant = {n: self._nodes[n].tenant for n in view.placer_nodes if n in self._nodes}
+            grid = view.table.grid if view.has_grid and view.table is not None and view.table.grid else {}
+            cell_of = {n: grid[t] for n, t in node_tenant.items() if t in grid}
+            why["rules"] = self.insight.rule_funnel(sorted(view.placer_nodes), view.placer.is_usable, excluded,
+                                                    detail, cell_of, view.node_env)
+        return decision, why
 
     def record_reimages(self, events: Sequence[tuple[str, float, str]]) -> tuple[int, int]:
         """Store reimages (node, epoch s, how) reported live; the node's tenant is taken from its

@@ -46,7 +46,9 @@ def _inputs(p: argparse.ArgumentParser, reimages_required: bool = False) -> None
     g.add_argument("--utilization", help="utilization samples (Parquet/CSV: timestamp, server, tenant, cpu)")
     g.add_argument("--inventory", help="inventory (server, tenant, environment, rack, cores, memory_mb, storage_gb)")
     g.add_argument(
-        "--reimages", help="reimage events (timestamp, server)" + (" [required]" if reimages_required else "")
+        "--reimages", help="reimage events (timestamp, server)" + (
+            " (without it: synthetic reimages from the generator's model, said in the output)"
+            if reimages_required else "")
     )
     g.add_argument("--generate", type=int, metavar="N", help="generate a datacenter of N servers in-process")
     g.add_argument("--generate-seed", type=int, default=1, help="seed of the generated datacenter (default 1)")
@@ -262,8 +264,6 @@ def _durability(args: argparse.Namespace) -> int:
 
     _check_runs(args)
     systems = _systems(args.systems, HdfsSystem)
-    if args.utilization and not args.reimages:
-        raise SimUsageError("durability needs --reimages")
     try:
         config = DurabilityConfig(
             days=args.days, blocks=args.blocks, step_s=args.step_s,
@@ -273,12 +273,29 @@ def _durability(args: argparse.Namespace) -> int:
         raise SimUsageError(str(exc)) from None
     t0 = time.perf_counter()
     dc = load_input(args)
+    if args.utilization and not args.reimages:
+        dc = _with_synthetic_reimages(dc, args)
     records = run_durability(
         dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days,
         systems=systems,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "durability", dc, settings, records, t0)
+
+
+def _with_synthetic_reimages(dc: Any, args: argparse.Namespace) -> Any:
+    """No reimage log for the user's own inventory: draw one from the generator's model over the
+    simulated days (docs/generator.md), and say so in the output and in the results' settings."""
+    import dataclasses
+
+    from placement_service.traces.importer import synthetic_reimages
+
+    events = synthetic_reimages(dc.inventory, start_s=float(dc.series.start_s), days=args.days, seed=args.seed)
+    note = (f"no --reimages: {len(events.server)} synthetic reimages drawn from the generator's model over "
+            f"{args.days:g} days (seed {args.seed}); give your reimage or repair log for real figures")
+    print(f"harvest sim durability: {note}")
+    args.reimage_note = note
+    return dataclasses.replace(dc, reimages=events, reimage_window_s=float(args.days) * 86400.0)
 
 
 def _availability(args: argparse.Namespace) -> int:

@@ -164,7 +164,8 @@ def run_whatif(
     step(5, f"availability at utilization {level_arg}")
     run(["sim", "availability", *common, "--levels", level_arg, "--days", f"{min(sim_days, 21.0):.3g}",
          "--blocks", str(config.availability_blocks), "--accesses", str(config.availability_accesses),
-         "--replicas", ",".join(map(str, config.replicas)), "--out", str(out / "availability")],
+         "--replicas", ",".join(map(str, config.replicas)), "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours",
+         "--out", str(out / "availability")],
         "harvest sim availability")
 
     step(6, "writing the report")
@@ -302,15 +303,17 @@ def render_report(*, title: str, dc_summary: dict[str, Any], classes: dict[str, 
     failed = _mean_by(av, ("system", "replicas", "level"), "failed_accesses")
     accesses = _mean_by(av, ("system", "replicas", "level"), "accesses")
     lines += ["## 4. Availability: block reads that found every replica busy", "",
-              "Failed accesses per million reads (a read fails when every replica's server has its primary busy).", "",
-              "| utilization | replicas | HDFS-Stock | HDFS-H |", "|---|---|---|---|"]
+              "Failed accesses per million reads (a read fails when every replica's server has its primary busy). "
+              "HDFS-H-hours (simulator only, not yet in the service) also keeps a block's replicas on tenants "
+              "that are not busy at the same hours of the day.", "",
+              "| utilization | replicas | HDFS-Stock | HDFS-H | HDFS-H-hours |", "|---|---|---|---|---|"]
     for lvl in s["levels"]:
         for r in config.replicas:
             row = []
-            for sysname in ("HDFS-Stock", "HDFS-H"):
+            for sysname in ("HDFS-Stock", "HDFS-H", "HDFS-H-hours"):
                 n = accesses.get((sysname, r, lvl))
                 row.append(f"{1e6 * failed[(sysname, r, lvl)] / n:,.1f}" if n else "-")
-            lines.append(f"| {100 * lvl:.0f}% | {r} | {row[0]} | {row[1]} |")
+            lines.append(f"| {100 * lvl:.0f}% | {r} | {row[0]} | {row[1]} | {row[2]} |")
     lines += ["", *_figure_links(out, "availability"), ""]
     # Recommendations
     u0 = min(s["levels"], key=lambda x: abs(x - s["u0"]))

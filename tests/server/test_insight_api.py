@@ -96,6 +96,12 @@ def test_placement_explained_logged_and_quality_measured(tmp_path):
         assert [r["node"] for r in reps] == doc["targets"]
         assert sorted(r["grid_row"] for r in reps) == [0, 1, 2] and not doc["relaxed"]
         assert doc["decision"] == "blk_1001"
+        funnel = doc["explain"]["rules"]
+        assert [f["node"] for f in funnel] == doc["targets"] and all(not f["relaxed"] for f in funnel)
+        third = {r["rule"]: r for r in funnel[2]["rules"]}
+        assert third["not usable (busy or full)"]["left"] == 9  # 3 tenants x 3 nodes, all usable
+        assert third["same environment"]["left"] == 3  # two environments already taken
+        assert third["same grid row"]["left"] == 3 and third["same grid column"]["left"] == 3
         status, logged = srv.call("GET", "/v1/explain/place?block=blk_1001")
         assert status == 200 and [r["node"] for r in logged["decisions"][0]["replicas"]] == doc["targets"]
         assert srv.call("GET", "/v1/explain/place?block=blk_nope")[0] == 404
@@ -118,8 +124,12 @@ def test_strict_mode_switches_on_when_diversity_drops_and_health_says_why(tmp_pa
     try:
         _register(srv, ["a", "b", "c"])
         _wait(lambda: srv.call("POST", "/v1/blocks/place", {"replicas": 3}, token=None)[0] == 200)
-        answers = [srv.call("POST", "/v1/blocks/place", {"replicas": 3}, token=None) for _ in range(15)]
-        assert all(s == 200 and d["relaxed"] for s, d in answers[:9])
+        status, first = srv.call("POST", "/v1/blocks/place?explain=1", {"replicas": 3}, token=None)
+        assert status == 200 and first["relaxed"]
+        relaxed = [r for f in first["explain"]["rules"] for r in f["relaxed"]]
+        assert "same grid column" in relaxed  # two tenants share a column: the third replica relaxes it
+        answers = [srv.call("POST", "/v1/blocks/place", {"replicas": 3}, token=None) for _ in range(14)]
+        assert all(s == 200 and d["relaxed"] for s, d in answers[:8])  # blocks 3..10 (min_blocks 10)
         refused = [d for s, d in answers if s != 200]
         assert refused and "strict placement mode" in refused[-1]["error"]["message"]
         health = srv.call("GET", "/healthz")[1]
