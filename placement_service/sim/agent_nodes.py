@@ -59,7 +59,7 @@ class SimAgents:
         self.cores = np.asarray(cores, dtype=np.int64)
         self.reserve = np.asarray(reserve, dtype=np.int64)
         self.settings = settings
-        self.ask_all = ask_all  # call decide for every server (the check of the skip rule)
+        self.ask_all = ask_all  # call decide for every server, always with every container (the reference)
         n = self.cores.shape[0]
         self.advertised = np.maximum(0, self.cores - self.reserve)
         self.last_change_s = np.full(n, -math.inf)
@@ -113,7 +113,12 @@ class SimAgents:
         rounds = max(1, int(step_s // self.settings.tick_s))
         victims: list[int] = []
         for s in servers.tolist():
-            tasks = order[bounds[s] : bounds[s + 1]]
+            # Without a deficit, decide kills nothing and its advertised cores and cool-down do not
+            # depend on the containers: skip building one view per task (most asked servers are
+            # here only for the cool-down or damping; ``ask_all`` keeps the full views, and the test
+            # of the skip rule compares the two).
+            deficit = primary_cores[s] + used[s] > budget[s]
+            tasks = order[bounds[s] : bounds[s + 1]] if (deficit or self.ask_all) else order[:0]
             views = {
                 _task_id(int(seq[i])): ContainerView(
                     container_id=_task_id(int(seq[i])),
