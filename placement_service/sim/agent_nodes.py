@@ -18,10 +18,10 @@ ticks of the step would see the same node: the killed tasks have gone, the prima
 so the per-round cap limits kills per tick, as on a node, not per step.
 
 Which servers are asked: a server is asked when its primary + tasks exceed ``cores - reserve`` (a
-deficit), when it is in a cool-down, or when its advertised cores differ from the target. For any
-other server ``decide`` would return the advertised cores unchanged with no kill (the target equals
-the advertised value, no deficit, no cool-down), so the call is skipped; ``test_agent_nodes``
-checks this against calling it for every server.
+deficit), or when its advertised cores differ from the target, except in a cool-down when the
+target is above them (the cool-down holds them). For any other server ``decide`` would return the
+advertised cores unchanged with no kill, so the call is skipped; ``test_agent_nodes`` checks this
+against calling it for every server with every container.
 """
 
 from __future__ import annotations
@@ -102,7 +102,10 @@ class SimAgents:
         used = np.bincount(server, minlength=n)
         budget = self.cores - self.reserve
         target = np.maximum(0, budget - primary_cores)
-        ask = (primary_cores + used > budget) | (now_s < self.cooldown_until_s) | (self.advertised != target)
+        # In a cool-down the advertised cores never grow, and they stay put when equal to the target:
+        # only a deficit or a shrink asks the agent then.
+        held = (now_s < self.cooldown_until_s) & (target >= self.advertised)
+        ask = (primary_cores + used > budget) | ((self.advertised != target) & ~held)
         if self.ask_all:
             ask[:] = True
         servers = np.flatnonzero(ask)

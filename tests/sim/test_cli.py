@@ -68,9 +68,7 @@ def test_bad_inputs_exit_2(traces: dict[str, Path], tmp_path: Path, capsys: pyte
     assert "exactly one of" in capsys.readouterr().err
     assert main(["sim", "schedule", *_common(traces, tmp_path / "y"), "--levels", "1.5", "--days", "1"]) == 2
     assert "level" in capsys.readouterr().err
-    assert main(["sim", "durability", "--utilization", str(traces["utilization"]), "--inventory",
-                 str(traces["inventory"]), "--out", str(tmp_path / "z")]) == 2
-    assert "--reimages" in capsys.readouterr().err
+    # (durability without --reimages now draws synthetic ones: tests/sim/test_durability_synthetic.py)
     assert not (tmp_path / "x").exists() and not (tmp_path / "y" / "results.json").exists()
     for experiment, bad, listed in (("schedule", "YARN-X", "YARN-H-forecast"), ("availability", "HDFS-X", "HDFS-H-risk"),
                                     ("durability", " , ", "HDFS-Stock")):
