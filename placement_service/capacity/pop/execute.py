@@ -40,7 +40,7 @@ def connect(scheduler: str | None, workers: int | None, timeout_s: float = 10.0)
         if "://" not in scheduler:
             scheduler = f"tcp://{scheduler}"
         try:
-            return Client(scheduler, timeout=f"{timeout_s}s", set_as_default=False), None
+            return Client(scheduler, timeout=f"{timeout_s}s", set_as_default=True), None
         except (OSError, TimeoutError) as exc:
             raise CapacityError(f"--dask-scheduler {scheduler}: cannot reach the scheduler ({exc.__class__.__name__}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else 'no answer'})") from None  # fmt: skip
@@ -49,7 +49,7 @@ def connect(scheduler: str | None, workers: int | None, timeout_s: float = 10.0)
         raise CapacityError(f"--workers must be >= 1, got {n}")
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                            host="127.0.0.1", silence_logs=logging.ERROR)  # fmt: skip
-    return Client(cluster, set_as_default=False), cluster
+    return Client(cluster, set_as_default=True), cluster
 
 
 def run_parts(

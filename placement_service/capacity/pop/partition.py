@@ -12,7 +12,8 @@ The three steps every POP application shares, independent of the formulation it 
   another.
 - :func:`partition`: clients to parts at random (seeded). With ``weight`` (one row per client, one
   column per resource type, normalised by ``supply``), clients are placed largest first onto the part
-  whose most loaded resource type stays lowest, ties broken by the seeded order; without it, a plain
+  where they add the least to the sum of squared normalised loads (every type kept even), ties
+  broken by the seeded order; without it, a plain
   seeded round-robin of a random permutation (equal numbers of clients per part).
 
 :func:`coalesce` sums the virtual clients' allocations back onto their real client.
@@ -42,11 +43,16 @@ class VirtualClient:
     share: float
 
 
-def split_clients(demand: Sequence[float] | np.ndarray, threshold: float) -> list[VirtualClient]:
-    """Virtual clients after splitting: halve the largest until ``floor(threshold * n)`` extra exist.
+def split_clients(
+    demand: Sequence[float] | np.ndarray, threshold: float, limit: float = float("inf"),
+    min_piece: Sequence[float] | np.ndarray | None = None,
+) -> list[VirtualClient]:
+    """Virtual clients after splitting: halve the largest until ``floor(threshold * n)`` extra exist,
+    and further while the largest piece's demand is above ``limit`` (a piece that would not fit in one
+    sub-problem). A piece smaller than twice its client's ``min_piece`` is not halved.
 
-    Ties between equal demands are broken by client index (deterministic). ``threshold = 0`` leaves
-    every client whole.
+    Ties between equal demands are broken by client index (deterministic). ``threshold = 0`` and no
+    ``limit`` leave every client whole.
     """
     d = np.asarray(demand, dtype=float)
     if threshold < 0:
@@ -55,12 +61,18 @@ def split_clients(demand: Sequence[float] | np.ndarray, threshold: float) -> lis
     extra = int(np.floor(threshold * n + 1e-9))
     heap: list[tuple[float, int, float]] = [(-float(d[i]), i, 1.0) for i in range(n)]
     heapq.heapify(heap)
-    for _ in range(extra):
-        if not heap or -heap[0][0] <= 0:
-            break
+    floor = np.zeros(n) if min_piece is None else np.asarray(min_piece, dtype=float)
+    made = 0
+    whole: list[tuple[float, int, float]] = []
+    while heap and -heap[0][0] > 0 and (made < extra or -heap[0][0] > limit):
         neg, i, share = heapq.heappop(heap)
+        if -neg / 2 < floor[i]:
+            whole.append((neg, i, share))
+            continue
+        made += 1
         heapq.heappush(heap, (neg / 2, i, share / 2))
         heapq.heappush(heap, (neg / 2, i, share / 2))
+    heap += whole
     out: dict[int, list[float]] = {}
     for _neg, i, share in heap:
         out.setdefault(i, []).append(share)
@@ -95,8 +107,8 @@ def partition(
     load = np.zeros((k, w.shape[1]))
     size = w.sum(axis=1)
     for c in order[np.argsort(-size[order], kind="stable")]:
-        after = ((load + w[c]) / s).max(axis=1)
-        j = int(np.argmin(after))
+        grow = (((load + w[c]) / s) ** 2 - (load / s) ** 2).sum(axis=1)
+        j = int(np.argmin(grow))
         part[c] = j
         load[j] += w[c]
     return part

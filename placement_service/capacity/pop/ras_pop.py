@@ -104,15 +104,32 @@ def subregion(region: Region, idx: np.ndarray) -> Region:
     )  # fmt: skip
 
 
-def _demand_per_hw(region: Region, req: Request, supply: np.ndarray) -> np.ndarray:
-    """The request in servers spread over its hardware types in proportion to their supply."""
-    w = np.zeros(len(region.hardware_names))
-    for k, h in enumerate(region.hardware_names):
-        if req.rru.get(h, 0) > 0:
-            w[k] = supply[k]
+def _eligible_cells(region: Region, req: Request) -> np.ndarray:
+    """Bool per (hardware, datacenter) cell: may serve ``req`` (RRU value > 0, datacenter allowed)."""
+    hw_ok = np.array([req.rru.get(h, 0) > 0 for h in region.hardware_names])
+    if req.datacenter_affinity is None:
+        dc_ok = np.ones(len(region.datacenter_names), dtype=bool)
+    else:
+        dc_ok = np.array([req.datacenter_affinity.get(d, 0) > 0 for d in region.datacenter_names])
+    return (hw_ok[:, None] & dc_ok[None, :]).ravel()
+
+
+def _demand_per_cell(region: Region, req: Request, supply: np.ndarray) -> np.ndarray:
+    """The request in servers spread over its eligible (hardware, datacenter) cells: by datacenter
+    affinity share when it has one, then by the cells' supply."""
+    n_dc = len(region.datacenter_names)
+    w = np.where(_eligible_cells(region, req), supply, 0.0).reshape(-1, n_dc)
     if w.sum() <= 0:
-        return w
-    return w / w.sum() * req.capacity_rru / req.mean_rru()
+        return w.ravel()
+    if req.datacenter_affinity is not None:
+        share = np.array([req.datacenter_affinity.get(d, 0.0) for d in region.datacenter_names])
+        per_dc = w.sum(axis=0)
+        w = w / np.maximum(per_dc, 1e-12) * share
+    return (w / w.sum() * req.capacity_rru / req.mean_rru()).ravel()
+
+
+PIECE_LIMIT = 0.25  # a piece asks at most this share of its eligible servers in one part (auto split)
+MIN_PIECE_SERVERS = 20.0  # pieces of fewer servers are not split further (affinity shares need room)
 
 
 def build_parts(problem: Problem, k: int, split_threshold: float = 0.0, seed: int = 0) -> Partitioned:
@@ -126,9 +143,15 @@ def build_parts(problem: Problem, k: int, split_threshold: float = 0.0, seed: in
                        f"servers) allows; every sub-problem must see every class, so k <= {limit}")  # fmt: skip
     requests, pre_unmet = precheck(region, problem.requests, problem.settings)
     avail = region.available.astype(bool)
-    supply = np.bincount(region.hardware[avail], minlength=len(region.hardware_names)).astype(float)
-    demand = np.array([r.capacity_rru / r.mean_rru() for r in requests])
-    pieces = split_clients(demand, split_threshold)
+    n_dc = len(region.datacenter_names)
+    cell = region.hardware.astype(np.int64) * n_dc + region.datacenter
+    supply = np.bincount(cell[avail], minlength=len(region.hardware_names) * n_dc).astype(float)
+    # the splitting attribute: the largest share of one part's (hardware, datacenter) cell the request
+    # asks, so halving the largest also caps what a piece may take from one part (PIECE_LIMIT)
+    per_part = np.maximum(supply / k, 1.0)
+    demand = np.array([float((_demand_per_cell(region, r, supply) / per_part).max(initial=0.0)) for r in requests])
+    servers = np.array([r.capacity_rru / r.mean_rru() for r in requests])
+    pieces = split_clients(demand, split_threshold, PIECE_LIMIT, demand * MIN_PIECE_SERVERS / np.maximum(servers, 1e-9))
     n_pieces = np.bincount([p.client for p in pieces], minlength=len(requests))
     virtual: list[Request] = []
     owner: dict[str, str] = {}
@@ -137,7 +160,7 @@ def build_parts(problem: Problem, k: int, split_threshold: float = 0.0, seed: in
         vid = req.id if n_pieces[p.client] == 1 else f"{req.id}{PIECE_SEP}{p.piece}"
         owner[vid] = req.id
         virtual.append(replace(req, id=vid, capacity_rru=req.capacity_rru * p.share))
-    weight = np.array([_demand_per_hw(region, v, supply) for v in virtual]).reshape(len(virtual), -1)
+    weight = np.array([_demand_per_cell(region, v, supply) for v in virtual]).reshape(len(virtual), -1)
     part_of = partition(len(virtual), k, seed, weight=weight, supply=supply)
     # servers: previous owners' servers follow their reservation's pieces, the rest fill each part
     rid_to_pieces: dict[str, list[int]] = {}
@@ -156,14 +179,13 @@ def build_parts(problem: Problem, k: int, split_threshold: float = 0.0, seed: in
         arr = np.array(sorted(servers, key=lambda i: (key[i], i)), dtype=np.int64)
         js = rid_to_pieces[rid]
         shares = np.array([pieces[j].share for j in js])
-        cuts = np.rint(np.cumsum(shares) / shares.sum() * len(arr)).astype(np.int64)
-        start = 0
-        for j, end in zip(js, cuts, strict=True):
-            chunk = arr[start:end]
-            server_part[chunk] = part_of[j]
-            for i in chunk:
-                server_prev[int(i)] = virtual[j].id
-            start = end
+        # interleaved (largest deficit first) so every piece gets its share of every class and MSB
+        given = np.zeros(len(js))
+        for t, i in enumerate(arr):
+            j = int(np.argmax(shares / shares.sum() * (t + 1) - given))
+            given[j] += 1
+            server_part[i] = part_of[js[j]]
+            server_prev[int(i)] = virtual[js[j]].id
     rng = np.random.default_rng(seed + 1)
     for c in np.unique(key[avail]):
         members = np.flatnonzero(avail & (key == c))
