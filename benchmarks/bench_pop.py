@@ -131,8 +131,8 @@ def run_external(k: int, part_time_limit_s: float) -> None:
     """Same POP run on a LocalCluster and on a scheduler + two workers started as separate processes."""
     problem = case(100_000)
     bin_dir = Path(sys.executable).parent
-    sched = subprocess.Popen([str(bin_dir / "dask-scheduler"), "--host", "127.0.0.1", "--port", "0",
-                              "--no-dashboard", "--scheduler-file", "/tmp/bench-pop-sched.json"],
+    sched = subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                              "--dashboard-address", "127.0.0.1:0", "--scheduler-file", "/tmp/bench-pop-sched.json"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     procs = [sched]
     try:
@@ -142,7 +142,7 @@ def run_external(k: int, part_time_limit_s: float) -> None:
             time.sleep(0.2)
         addr = json.loads(Path("/tmp/bench-pop-sched.json").read_text())["address"]
         for _ in range(2):
-            procs.append(subprocess.Popen([str(bin_dir / "dask-worker"), addr, "--nthreads", "1", "--nworkers", "1",
+            procs.append(subprocess.Popen([str(bin_dir / "dask"), "worker", addr, "--nthreads", "1", "--nworkers", "1",
                                            "--no-dashboard", "--host", "127.0.0.1"],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
         time.sleep(5)

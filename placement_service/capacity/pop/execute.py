@@ -47,7 +47,7 @@ def connect(scheduler: str | None, workers: int | None, timeout_s: float = 10.0)
     n = workers or os.cpu_count() or 1
     if n < 1:
         raise CapacityError(f"--workers must be >= 1, got {n}")
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                            host="127.0.0.1", silence_logs=logging.ERROR)  # fmt: skip
     return Client(cluster, set_as_default=True), cluster
 

@@ -28,6 +28,7 @@ class PopOptions:
     workers: int | None = None  # LocalCluster size (default: the machine's cores)
     part_time_limit_s: float | None = None  # default: the time limit / waves of sub-problems
     timeout_s: float | None = None  # wall limit for the whole run (default: 3 x time limit + 60 s)
+    connect_timeout_s: float = 10.0  # give up reaching ``scheduler`` after this
     bound: bool = True  # compute the full problem's LP bound (one more task)
     inline: bool = False  # solve the sub-problems one after another in this process (no Dask)
 
@@ -60,7 +61,7 @@ def solve_pop(problem: Problem, opts: PopOptions,
         if opts.bound:
             bound = full_lp_bound(problem.region, parted.requests, st, problem.previous, st.time_limit_s)
     else:
-        client, cluster = connect(opts.scheduler, opts.workers)
+        client, cluster = connect(opts.scheduler, opts.workers, opts.connect_timeout_s)
         try:
             n_workers = max(1, len(client.scheduler_info().get("workers", {})))
             waves = math.ceil(opts.k / n_workers)

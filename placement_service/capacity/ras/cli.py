@@ -46,6 +46,7 @@ def register(subparsers: Any) -> None:
     x = g.add_mutually_exclusive_group()
     x.add_argument("--dask-scheduler", metavar="ADDRESS", help="use an existing Dask cluster (tcp://HOST:PORT)")
     x.add_argument("--workers", type=int, help="LocalCluster worker processes (default: the machine's cores)")
+    g.add_argument("--dask-timeout-s", type=float, default=10.0, help="give up reaching --dask-scheduler after this")
     p.set_defaults(func=_solve)
 
     p = sub.add_parser("explain", help="explain one reservation of a plan (figures, MSBs, moves, unmet reason)")
@@ -141,7 +142,8 @@ def _solve(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         plan, pop = solve_pop(problem, PopOptions(
             k=args.pop_k, split_threshold=args.pop_split_threshold, seed=args.pop_seed,
-            scheduler=args.dask_scheduler, workers=args.workers, part_time_limit_s=args.pop_part_time_limit_s,
+            scheduler=args.dask_scheduler, workers=args.workers,
+            connect_timeout_s=args.dask_timeout_s, part_time_limit_s=args.pop_part_time_limit_s,
         ))  # fmt: skip
     else:
         print(f"solving {len(region)} servers, {len(requests)} requests, time limit {settings.time_limit_s:g} s "
