@@ -150,8 +150,8 @@ def build_parts(problem: Problem, k: int, split_threshold: float = 0.0, seed: in
     # asks, so halving the largest also caps what a piece may take from one part (PIECE_LIMIT)
     per_part = np.maximum(supply / k, 1.0)
     demand = np.array([float((_demand_per_cell(region, r, supply) / per_part).max(initial=0.0)) for r in requests])
-    servers = np.array([r.capacity_rru / r.mean_rru() for r in requests])
-    pieces = split_clients(demand, split_threshold, PIECE_LIMIT, demand * MIN_PIECE_SERVERS / np.maximum(servers, 1e-9))
+    size = np.array([r.capacity_rru / r.mean_rru() for r in requests])
+    pieces = split_clients(demand, split_threshold, PIECE_LIMIT, demand * MIN_PIECE_SERVERS / np.maximum(size, 1e-9))
     n_pieces = np.bincount([p.client for p in pieces], minlength=len(requests))
     virtual: list[Request] = []
     owner: dict[str, str] = {}

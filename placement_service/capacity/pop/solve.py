@@ -10,7 +10,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from placement_service.capacity.pop.execute import connect, run_parts
-from placement_service.capacity.pop.ras_pop import PartResult, build_parts, finish_plan, full_lp_bound, solve_part
+from placement_service.capacity.pop.ras_pop import (
+    PartResult,
+    build_parts,
+    finish_plan,
+    full_lp_bound,
+    solve_part,
+)
 from placement_service.capacity.ras.domain import Problem
 from placement_service.capacity.ras.plan import Plan
 

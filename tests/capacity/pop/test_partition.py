@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement_service.capacity.pop.partition import PopError, coalesce, partition, split_clients, split_resource
+from placement_service.capacity.pop.partition import (
+    PopError,
+    coalesce,
+    partition,
+    split_clients,
+    split_resource,
+)
 
 
 def test_split_halves_the_largest_until_threshold_and_keeps_each_clients_total() -> None:
