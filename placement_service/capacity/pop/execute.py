@@ -36,6 +36,9 @@ def connect(scheduler: str | None, workers: int | None, timeout_s: float = 10.0)
     """A ``distributed.Client`` (and the LocalCluster it owns, or None); a clear error if unreachable."""
     from distributed import Client, LocalCluster
 
+    if not logger.isEnabledFor(logging.DEBUG):  # Dask's own INFO chatter and shutdown noise stay out of stderr
+        for name in ("distributed", "tornado", "asyncio"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     if scheduler:
         if "://" not in scheduler:
             scheduler = f"tcp://{scheduler}"
@@ -48,7 +51,7 @@ def connect(scheduler: str | None, workers: int | None, timeout_s: float = 10.0)
     if n < 1:
         raise CapacityError(f"--workers must be >= 1, got {n}")
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                           host="127.0.0.1", silence_logs=logging.ERROR)  # fmt: skip
+                           host="127.0.0.1", silence_logs=logging.CRITICAL)  # fmt: skip
     return Client(cluster, set_as_default=True), cluster
 
 
@@ -100,8 +103,10 @@ def run_parts(
                 outcomes[index_of[f.key]] = Outcome(index_of[f.key], error=msg)
             pending = set()
             break
+        parts_done = False
         for f in done:
             i = index_of[f.key]
+            parts_done |= i < n
             try:
                 value = f.result(timeout=30)
                 outcomes[i] = Outcome(i, value=value)
@@ -110,7 +115,7 @@ def run_parts(
             except Exception as exc:  # noqa: BLE001 (the task raised, or its worker died too often)
                 outcomes[i] = Outcome(i, error=f"{exc.__class__.__name__}: {exc}")
         pending = set(pending_now)
-        if done and progress is not None:
+        if parts_done and progress is not None:
             progress(sum(1 for i in outcomes if i < n), n, done_values)
         if client.status not in ("running", "connecting", "newly-created"):
             msg = f"lost the Dask scheduler (client {client.status})"
