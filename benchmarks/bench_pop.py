@@ -85,6 +85,7 @@ def row(label: str, problem: Problem, plan: Plan, wall_s: float, bound: float, *
         "case": label, "servers": len(problem.region), "wall_s": round(wall_s, 1), "objective": round(obj, 1),
         "full_lp_bound": round(bound, 1), "gap_to_bound": round((obj - bound) / obj, 5),
         "unmet": len(plan.unmet), "check_violations": len(violations),
+        "unmet_detail": [[u.id, u.constraint, round(u.shortfall, 3)] for u in plan.unmet[:5]],
         "embedded_buffer_frac": round(float(plan.summary["embedded_buffer_frac"]), 5),  # type: ignore[arg-type]
         "load": load(), **extra,
     }  # fmt: skip
@@ -94,23 +95,29 @@ def row(label: str, problem: Problem, plan: Plan, wall_s: float, bound: float, *
     return out
 
 
-def run_region(ks: list[int], full_time_limit_s: float, part_time_limit_s: float | None) -> None:
+def run_region(ks: list[int], full_time_limit_s: float, part_time_limit_s: float | None,
+               full_from: str | None) -> None:  # fmt: skip
     problem = case(100_000)
     bb = buffer_lower_bound(problem)
     print(json.dumps({"buffer_frac_lb": round(bb["frac_lb"], 5), "load": load()}), flush=True)
-    t0 = time.monotonic()
-    full = solve(Problem(problem.region, problem.requests, Settings(time_limit_s=full_time_limit_s)))
-    wall = time.monotonic() - t0
-    lp = full.solver.lp_bound
-    first = next((p for p in full.solver.phases if p.get("phase") == "lp-round-repair"), {})
-    row("full", problem, full, wall, lp, time_limit_s=full_time_limit_s, first_plan_objective=first.get("objective"),
-        buffer_frac_lb=round(bb["frac_lb"], 5))  # fmt: skip
+    if full_from:  # the full solve's row from an earlier run of this script (same instance)
+        full_row = next(json.loads(x) for x in Path(full_from).read_text().splitlines() if '"case": "full"' in x)
+        print(json.dumps({**full_row, "reused_from": full_from}), flush=True)
+        full_obj, full_wall, lp = full_row["objective"], full_row["wall_s"], full_row["full_lp_bound"]
+    else:
+        t0 = time.monotonic()
+        full = solve(Problem(problem.region, problem.requests, Settings(time_limit_s=full_time_limit_s)))
+        full_wall = time.monotonic() - t0
+        full_obj, lp = full.solver.objective, full.solver.lp_bound
+        first = next((p for p in full.solver.phases if p.get("phase") == "lp-round-repair"), {})
+        row("full", problem, full, full_wall, lp, time_limit_s=full_time_limit_s,
+            first_plan_objective=first.get("objective"), buffer_frac_lb=round(bb["frac_lb"], 5))  # fmt: skip
     for k in ks:
         t0 = time.monotonic()
         plan, pop = solve_pop(problem, PopOptions(k=k, workers=2, part_time_limit_s=part_time_limit_s), progress=None)
         wall = time.monotonic() - t0
-        row(f"pop-k{k}", problem, plan, wall, lp, k=k, vs_full=round(plan.solver.objective / full.solver.objective - 1, 5),
-            speedup=round((full.solver.wall_s) / wall, 2), split_clients=pop["split_clients"],
+        row(f"pop-k{k}", problem, plan, wall, lp, k=k, vs_full=round(plan.solver.objective / full_obj - 1, 5),
+            speedup=round(full_wall / wall, 2), split_clients=pop["split_clients"],
             part_wall_max_s=round(max(p["wall_s"] for p in pop["parts"]), 1),  # type: ignore[index,union-attr]
             buffer_frac_lb=round(bb["frac_lb"], 5))  # fmt: skip
 
@@ -202,6 +209,7 @@ def main() -> None:
     ap.add_argument("--full-time-limit-s", type=float, default=600)
     ap.add_argument("--part-time-limit-s", type=float, default=None)
     ap.add_argument("--million-k", type=int, default=16)
+    ap.add_argument("--full-from", help="reuse the full solve's row from an earlier results file (same instance)")
     ap.add_argument("--plot", help="results JSON lines -> docs/figures/pop/k_quality_time.png")
     ap.add_argument("--plot-out", default="docs/figures/pop/k_quality_time.png")
     args = ap.parse_args()
@@ -211,7 +219,7 @@ def main() -> None:
     print(f"# load average at start: {load()} (2 cores, shared)", flush=True)
     for c in args.case:
         if c == "region":
-            run_region(args.ks, args.full_time_limit_s, args.part_time_limit_s)
+            run_region(args.ks, args.full_time_limit_s, args.part_time_limit_s, args.full_from)
         elif c == "million":
             run_million(args.million_k, args.part_time_limit_s)
         elif c == "external":

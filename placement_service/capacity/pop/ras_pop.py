@@ -322,11 +322,75 @@ def coalesce_ras(
     y = round_and_repair(agg, y0.astype(float), st)
     _trim_buffers(agg, y)
     apply_counts(region, agg, entity, y0, y)
+    short = violators(agg, y, st.affinity_tolerance)
+    fixed = 0
+    if len(short):
+        fixed = _resolve_violators(problem, parted, agg, entity, short)
+        y = counts_of(agg, region, entity)
     names = agg.entity_names
     assignment = {s: (names[e] if e >= 0 else None) for s, e in zip(region.server, entity, strict=True)}
     info = {"phase": "pop-coalesce-repair", "wall_s": time.monotonic() - t0,
-            "servers_changed_by_repair": int(np.abs(y - y0).sum())}  # fmt: skip
+            "servers_changed_by_repair": int(np.abs(y - y0).sum()), "reservations_resolved": len(short),
+            "reservations_fixed_by_resolve": fixed}  # fmt: skip
     return assignment, agg, y, info
+
+
+def violators(agg: Aggregate, y: np.ndarray, theta: float) -> np.ndarray:
+    """Reservations short after their worst MSB or outside their datacenter affinity, from the counts."""
+    R = agg.n_reservations
+    res = agg.pair_entity < R
+    contrib = agg.pair_value[res] * y[res]
+    ent = agg.pair_entity[res]
+    cls = agg.pair_class[res]
+    per_msb = np.bincount(ent * agg.n_msb + agg.class_msb[cls], weights=contrib, minlength=R * agg.n_msb)
+    per_msb = per_msb.reshape(R, agg.n_msb)
+    total = per_msb.sum(axis=1)
+    bad = total - per_msb.max(axis=1, initial=0.0) < agg.capacity_rru - 1e-6
+    per_dc = np.bincount(ent * agg.n_dc + agg.class_dc[cls], weights=contrib, minlength=R * agg.n_dc).reshape(R, agg.n_dc)
+    has = ~np.isnan(agg.dc_share[:, 0]) if agg.n_dc else np.zeros(R, bool)
+    share = per_dc / np.maximum(total, 1e-12)[:, None]
+    off = np.abs(np.where(np.isnan(agg.dc_share), 0.0, share - agg.dc_share)) > theta + 1e-6
+    bad |= has & (total > 0) & off.any(axis=1)
+    return np.flatnonzero(bad)
+
+
+def _resolve_violators(problem: Problem, parted: Partitioned, agg: Aggregate, entity: np.ndarray,
+                       short: np.ndarray) -> int:  # fmt: skip
+    """Second global repair: what the greedy repair could not fix (a datacenter share just outside its
+    tolerance, a request short where no single server helps) is solved again by the RAS model itself,
+    on the violating reservations' servers plus every unassigned server, their servers as previous."""
+    from placement_service.capacity.ras.solve import solve
+
+    region = problem.region
+    avail = region.available.astype(bool)
+    # the violators and their neighbours: every reservation holding servers in a (hardware, datacenter)
+    # cell a violator may use, so the model can shift servers between them (nothing fixed)
+    n_dc = len(region.datacenter_names)
+    cell = region.hardware.astype(np.int64) * n_dc + region.datacenter
+    cells = np.zeros(len(region.hardware_names) * n_dc, dtype=bool)
+    for r in short:
+        cells |= _eligible_cells(region, parted.requests[int(r)])
+    held = (entity >= 0) & (entity < agg.n_reservations)
+    group = np.union1d(short, np.unique(entity[held & cells[cell]]))
+    mine = np.isin(entity, group)
+    idx = np.flatnonzero(avail & (mine | (entity == -1)))
+    names = agg.entity_names
+    reqs = tuple(parted.requests[int(r)] for r in group)
+    previous = {region.server[i]: names[entity[i]] for i in idx if entity[i] >= 0}
+    st = replace(problem.settings, time_limit_s=min(60.0, problem.settings.time_limit_s), random_failure_buffer=0.0,
+                 fix_satisfied=False)  # fmt: skip
+    plan = solve(Problem(subregion(region, idx), reqs, st, previous))
+    before = {names[int(r)] for r in short}
+    after = {u.id for u in plan.unmet if u.constraint in ("capacity", "datacenter-affinity")}
+    logger.info("pop: re-solved %d reservation(s) around %d left short: %d short after", len(reqs), len(short),
+                len(after))  # fmt: skip
+    if len(after) >= len(before):  # no better than before: keep what we had
+        return 0
+    ent_of = {n: i for i, n in enumerate(names)}
+    for i in idx:
+        e = plan.assignment.get(region.server[i])
+        entity[i] = ent_of[e] if e in ent_of and not e.startswith("shared-buffer:") else -1
+    return len(before) - len(after)
 
 
 def finish_plan(
