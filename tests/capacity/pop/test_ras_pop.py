@@ -93,3 +93,18 @@ def test_a_plan_with_a_failed_part_names_it_and_does_not_claim_completeness(pop_
     assert [p["status"] for p in pop["parts"]] == ["optimal" if False else p["status"] for p in pop["parts"]]  # type: ignore[index,union-attr]
     assert any(p.get("error", "").startswith("KilledWorker") for p in pop["parts"])  # type: ignore[union-attr]
     assert np.isnan(plan.solver.gap)  # no bound computed: no gap claimed
+
+
+def test_violators_flags_a_reservation_short_after_its_worst_msb(pop_problem: Problem) -> None:
+    from placement_service.capacity.pop.ras_pop import counts_of, violators
+    from placement_service.capacity.ras.aggregate import aggregate
+
+    plan, _ = solve_pop(pop_problem, PopOptions(k=2, seed=0, inline=True, bound=False), progress=None)
+    agg = aggregate(pop_problem)
+    ent_of = {n: i for i, n in enumerate(agg.entity_names)}
+    entity = np.array([ent_of.get(plan.assignment.get(s) or "", -1) for s in pop_problem.region.server])
+    assert violators(agg, counts_of(agg, pop_problem.region, entity), 0.1).tolist() == []
+    r = int(np.bincount(entity[(entity >= 0) & (entity < agg.n_reservations)]).argmax())  # the largest
+    mine = np.flatnonzero(entity == r)
+    entity[mine[: len(mine) // 3]] = -1
+    assert violators(agg, counts_of(agg, pop_problem.region, entity), 0.1).tolist() == [r]
