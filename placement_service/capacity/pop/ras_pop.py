@@ -403,6 +403,7 @@ def finish_plan(
     model = ras_model.build(agg, parted.requests, problem.settings)
     obj = ras_model.objective(model, ras_model.complete(model, y))
     lp = float(bound["lp_bound"]) if bound and isinstance(bound.get("lp_bound"), float) else float("nan")
+    lp = lp if np.isfinite(lp) else float("nan")  # an LP stopped by its time limit bounds nothing
     gap = max(0.0, (obj - lp) / max(abs(obj), 1e-9)) if np.isfinite(lp) else float("nan")
     status = "feasible" if not failed else "incomplete"
     report = SolverReport(status=status, method=f"pop:k={k}", objective=obj, bound=lp, lp_bound=lp, gap=gap,

@@ -74,7 +74,8 @@ def solve_pop(problem: Problem, opts: PopOptions,
             part_limit = opts.part_time_limit_s or st.time_limit_s / waves
             sub_st = replace(st, time_limit_s=part_limit)
             timeout = opts.timeout_s or 3 * part_limit * waves + 60 + 0.001 * len(problem.region)
-            extra = [(full_lp_bound, (parted.requests, st, problem.previous, st.time_limit_s))] if opts.bound else []
+            # the bound may take as long as the whole run (it is computed beside the sub-problems)
+            extra = [(full_lp_bound, (parted.requests, st, problem.previous, timeout))] if opts.bound else []
             logger.warning("pop: %d sub-problems on %d Dask worker(s), %.0f s each", opts.k, n_workers, part_limit)
             parts, extras = run_parts(client, solve_part, problem.region, parted.parts, (sub_st,),
                                       timeout_s=timeout, extra=extra, progress=progress)  # fmt: skip
