@@ -96,8 +96,11 @@ def row(label: str, problem: Problem, plan: Plan, wall_s: float, bound: float, *
 
 
 def run_region(ks: list[int], full_time_limit_s: float, part_time_limit_s: float | None,
-               full_from: str | None) -> None:  # fmt: skip
-    problem = case(100_000)
+               full_from: str | None, method: str = "auto") -> None:  # fmt: skip
+    from placement_service.capacity.ras.domain import Method
+
+    base = case(100_000)
+    problem = Problem(base.region, base.requests, Settings(method=Method(method)))
     bb = buffer_lower_bound(problem)
     print(json.dumps({"buffer_frac_lb": round(bb["frac_lb"], 5), "load": load()}), flush=True)
     if full_from:  # the full solve's row from an earlier run of this script (same instance)
@@ -116,7 +119,7 @@ def run_region(ks: list[int], full_time_limit_s: float, part_time_limit_s: float
         t0 = time.monotonic()
         plan, pop = solve_pop(problem, PopOptions(k=k, workers=2, part_time_limit_s=part_time_limit_s), progress=None)
         wall = time.monotonic() - t0
-        row(f"pop-k{k}", problem, plan, wall, lp, k=k, vs_full=round(plan.solver.objective / full_obj - 1, 5),
+        row(f"pop-k{k}" + ("" if method == "auto" else f"-{method}"), problem, plan, wall, lp, k=k, method=method, vs_full=round(plan.solver.objective / full_obj - 1, 5),
             speedup=round(full_wall / wall, 2), split_clients=pop["split_clients"],
             part_wall_max_s=round(max(p["wall_s"] for p in pop["parts"]), 1),  # type: ignore[index,union-attr]
             buffer_frac_lb=round(bb["frac_lb"], 5))  # fmt: skip
@@ -186,22 +189,28 @@ def plot(path: str, out: str) -> None:
 
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.startswith("{")]
     full = next(r for r in rows if r.get("case") == "full")
-    pops = sorted((r for r in rows if str(r.get("case", "")).startswith("pop-k")), key=lambda r: r["k"])
-    ks = [r["k"] for r in pops]
+    series: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if str(r.get("case", "")).startswith("pop-k"):
+            series.setdefault(str(r.get("method", "auto")), []).append(r)
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    ax[0].plot(ks, [100 * r["gap_to_bound"] for r in pops], "o-", label="POP")
+    for method, pops in sorted(series.items()):
+        pops.sort(key=lambda r: r["k"])
+        ks = [r["k"] for r in pops]
+        label = f"POP, sub-problems {method}"
+        ax[0].plot(ks, [100 * r["gap_to_bound"] for r in pops], "o-", label=label)
+        ax[1].plot(ks, [r["wall_s"] for r in pops], "o-", label=f"{label} (2 Dask workers)")
     ax[0].axhline(100 * full["gap_to_bound"], color="gray", ls="--", label=f"full solve ({full['wall_s']:.0f} s)")
     ax[0].set_xscale("log", base=2)
     ax[0].set_xlabel("k (sub-problems)")
     ax[0].set_ylabel("gap to the full LP bound (%)")
-    ax[0].legend()
-    ax[1].plot(ks, [r["wall_s"] for r in pops], "o-", label="POP (2 Dask workers)")
+    ax[0].legend(fontsize=8)
     ax[1].axhline(full["wall_s"], color="gray", ls="--", label="full solve")
     ax[1].set_xscale("log", base=2)
     ax[1].set_yscale("log")
     ax[1].set_xlabel("k (sub-problems)")
     ax[1].set_ylabel("wall time (s)")
-    ax[1].legend()
+    ax[1].legend(fontsize=8)
     fig.suptitle("RAS 100,000 servers / 1,000 reservations: POP k vs quality and time")
     fig.tight_layout()
     Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -216,6 +225,7 @@ def main() -> None:
     ap.add_argument("--part-time-limit-s", type=float, default=None)
     ap.add_argument("--million-k", type=int, default=16)
     ap.add_argument("--external-method", default="auto", choices=["auto", "lp-round"])
+    ap.add_argument("--method", default="auto", choices=["auto", "lp-round"], help="region: the sub-problems' method")
     ap.add_argument("--full-from", help="reuse the full solve's row from an earlier results file (same instance)")
     ap.add_argument("--plot", help="results JSON lines -> docs/figures/pop/k_quality_time.png")
     ap.add_argument("--plot-out", default="docs/figures/pop/k_quality_time.png")
@@ -226,7 +236,7 @@ def main() -> None:
     print(f"# load average at start: {load()} (2 cores, shared)", flush=True)
     for c in args.case:
         if c == "region":
-            run_region(args.ks, args.full_time_limit_s, args.part_time_limit_s, args.full_from)
+            run_region(args.ks, args.full_time_limit_s, args.part_time_limit_s, args.full_from, args.method)
         elif c == "million":
             run_million(args.million_k, args.part_time_limit_s)
         elif c == "external":
