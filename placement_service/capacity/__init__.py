@@ -5,8 +5,8 @@ Sub-packages (each model a pure module, adapters at the edge):
   elastic set that batch work harvests);
 - ``flux``: regional capacity and traffic plans that size the reservations (service model, joint plan,
   execution checker, capacity ledger, hand-off to RAS);
-- ``pop``: partition a granular allocation problem into k sub-problems, solve them in parallel,
-  coalesce (planned).
+- ``pop``: partition a granular allocation problem into k sub-problems, solve them in parallel (Dask),
+  coalesce (RAS and query load balancing on it; docs/pop.md).
 """
 
 

@@ -34,6 +34,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--harvestable-out", help="also write the elastic set as an inventory file (.csv/.parquet)")
     p.add_argument("--buffer-bound", action="store_true", help="also compute the embedded-buffer lower bound")
     p.add_argument("--no-check", action="store_true", help="skip the independent check of the written plan")
+    g = p.add_argument_group("POP (partitioned solve on Dask; see docs/pop.md)")
+    g.add_argument("--pop-k", type=int, help="split the region into K sub-problems solved in parallel on Dask, "
+                                             "then coalesce and repair (without it: one full solve)")  # fmt: skip
+    g.add_argument("--pop-split-threshold", type=float, default=0.0, metavar="T",
+                   help="extra virtual reservations from halving the largest, as a fraction of the number of "
+                        "reservations (default 0: only pieces too large for one sub-problem are split)")  # fmt: skip
+    g.add_argument("--pop-seed", type=int, default=0, help="seed of the random partition (same seed, same plan)")
+    g.add_argument("--pop-part-time-limit-s", type=float,
+                   help="time limit of each sub-problem (default: the time limit / waves of sub-problems)")
+    x = g.add_mutually_exclusive_group()
+    x.add_argument("--dask-scheduler", metavar="ADDRESS", help="use an existing Dask cluster (tcp://HOST:PORT)")
+    x.add_argument("--workers", type=int, help="LocalCluster worker processes (default: the machine's cores)")
+    g.add_argument("--dask-timeout-s", type=float, default=10.0, help="give up reaching --dask-scheduler after this")
     p.set_defaults(func=_solve)
 
     p = sub.add_parser("explain", help="explain one reservation of a plan (figures, MSBs, moves, unmet reason)")
@@ -116,10 +129,29 @@ def _solve(args: argparse.Namespace) -> int:
         settings = replace(settings, method=Method(args.method))
     previous = io.read_assignment(args.previous, region) if args.previous else {}
     problem = Problem(region, requests, settings, previous)
-    print(f"solving {len(region)} servers, {len(requests)} requests, time limit {settings.time_limit_s:g} s "
-          f"(method {settings.method.value}; -v shows progress)", file=sys.stderr)  # fmt: skip
-    plan = solve(problem)
+    pop: dict[str, Any] | None = None
+    if args.pop_k is not None:
+        from placement_service.capacity.pop.solve import PopOptions, solve_pop
+
+        if args.workers is not None and args.workers < 1:
+            from placement_service.capacity import CapacityError
+
+            raise CapacityError(f"--workers must be >= 1, got {args.workers}")
+        print(f"solving {len(region)} servers, {len(requests)} requests with POP k={args.pop_k} on "
+              f"{args.dask_scheduler or 'a LocalCluster'} (time limit {settings.time_limit_s:g} s)",
+              file=sys.stderr)  # fmt: skip
+        plan, pop = solve_pop(problem, PopOptions(
+            k=args.pop_k, split_threshold=args.pop_split_threshold, seed=args.pop_seed,
+            scheduler=args.dask_scheduler, workers=args.workers,
+            connect_timeout_s=args.dask_timeout_s, part_time_limit_s=args.pop_part_time_limit_s,
+        ))  # fmt: skip
+    else:
+        print(f"solving {len(region)} servers, {len(requests)} requests, time limit {settings.time_limit_s:g} s "
+              f"(method {settings.method.value}; -v shows progress)", file=sys.stderr)  # fmt: skip
+        plan = solve(problem)
     doc = plan.to_json()
+    if pop is not None:
+        doc["solver"].update(pop)  # type: ignore[attr-defined]
     if args.buffer_bound:
         doc["buffer_bound"] = buffer_lower_bound(problem)
     if not args.no_check:
@@ -149,6 +181,10 @@ def _solve(args: argparse.Namespace) -> int:
     chk: dict[str, Any] = doc.get("check", {})  # type: ignore[assignment]
     if chk and not chk["ok"]:
         print(f"CHECK FAILED: {len(problems)} violation(s), first: {problems[0]}", file=sys.stderr)
+        return 1
+    if pop is not None and not pop["complete"]:
+        print(f"INCOMPLETE: POP sub-problem(s) {pop['incomplete_parts']} did not finish ({pop['incomplete_note']})",
+              file=sys.stderr)  # fmt: skip
         return 1
     return 0
 

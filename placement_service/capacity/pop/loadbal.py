@@ -1,0 +1,234 @@
+"""Query load balancing (shards onto servers, fewest new shard copies within a load band) and its POP.
+
+The exact model (a MILP, one binary per (server, shard) pair):
+    r[i, j] in [0, 1]  share of shard j's queries served by server i
+    x[i, j] in {0, 1}  server i holds a copy of shard j
+    minimise   sum_{i,j} x[i, j] * (1 - T[i, j])              (copies that must be moved in; T = previous)
+    subject to (1 - eps) * avg <= sum_j load[j] * r[i, j] <= (1 + eps) * avg    for every server i
+               sum_j memory[j] * x[i, j] <= max_memory                          for every server i
+               r[i, j] <= x[i, j];  sum_i r[i, j] = 1;  sum_i x[i, j] >= 1
+with ``avg = sum load / servers``. The generator follows the paper's benchmark: Zipf-like loads
+``round(1e6 / (rank + 1) ** z)`` with ``z ~ U(0.25, 0.75)`` drawn per round over a seeded shuffled
+ranking, memory 1 per shard, 16 per server, a 5% band, the first placement ``shard j -> server j mod n``.
+
+POP: servers are partitioned at random into k equal groups (``partition``); each shard stays with
+the group of the server that holds most of it, groups are filled up to exactly ``total load / k``
+(smallest shards first) and the shard that overflows a group is split (a virtual shard carrying the
+part of its load that fits; the rest is placed like any unplaced shard), so every group's average is
+the global average and every sub-problem's band is the global band. The sub-problems are the same
+model, solved unchanged; coalescing scales each virtual shard's ``r`` by its share of the shard and
+takes the union of the copies.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from placement_service.capacity.pop.partition import partition
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    load: np.ndarray  # per shard
+    memory: np.ndarray  # per shard
+    previous: np.ndarray  # bool [servers, shards]: server holds a copy now
+    max_memory: float = 16.0
+    tolerance: float = 0.05
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    r: np.ndarray  # [servers, shards]
+    x: np.ndarray  # bool [servers, shards]
+    status: str
+    moves: int  # copies added (objective)
+    bound: float  # lower bound on the moves (MIP dual bound; NaN for POP)
+    wall_s: float
+    parts_wall_s: tuple[float, ...] = ()
+
+
+def generate_loads(n_shards: int, rng: np.random.Generator, order: np.ndarray) -> np.ndarray:
+    """One round's loads: Zipf-like with an exponent drawn from U(0.25, 0.75), over ranking ``order``."""
+    z = 0.25 + 0.5 * rng.random()
+    load = np.rint(1e6 / np.power(np.arange(n_shards) + 1.0, z))
+    out = np.empty(n_shards)
+    out[order] = load
+    return out
+
+
+def initial_placement(n_servers: int, n_shards: int) -> np.ndarray:
+    t = np.zeros((n_servers, n_shards), dtype=bool)
+    t[np.arange(n_shards) % n_servers, np.arange(n_shards)] = True
+    return t
+
+
+def solve_exact(p: LoadProblem, time_limit_s: float = 60.0, mip_rel_gap: float = 0.05) -> LoadResult:
+    """The MILP above with HiGHS (one thread)."""
+    t0 = time.monotonic()
+    n_srv, n_sh = p.previous.shape
+    nv = n_srv * n_sh  # r block then x block, index i * n_sh + j
+    cost = np.concatenate([np.zeros(nv), (~p.previous).ravel().astype(float)])
+    avg = float(p.load.sum()) / n_srv
+    eps = p.tolerance * avg
+    rows, cols, vals, lo, hi = [], [], [], [], []
+    k = 0
+    ii = np.repeat(np.arange(n_srv), n_sh)
+    jj = np.tile(np.arange(n_sh), n_srv)
+    # band per server
+    rows.append(ii)
+    cols.append(ii * n_sh + jj)
+    vals.append(p.load[jj])
+    lo.append(np.full(n_srv, avg - eps))
+    hi.append(np.full(n_srv, avg + eps))
+    k += n_srv
+    # memory per server
+    rows.append(k + ii)
+    cols.append(nv + ii * n_sh + jj)
+    vals.append(p.memory[jj].astype(float))
+    lo.append(np.full(n_srv, -np.inf))
+    hi.append(np.full(n_srv, p.max_memory))
+    k += n_srv
+    # r <= x
+    e = np.arange(nv)
+    rows += [k + e, k + e]
+    cols += [e, nv + e]
+    vals += [np.ones(nv), -np.ones(nv)]
+    lo.append(np.full(nv, -np.inf))
+    hi.append(np.zeros(nv))
+    k += nv
+    # sum_i r = 1 ; sum_i x >= 1
+    rows += [k + jj, k + n_sh + jj]
+    cols += [ii * n_sh + jj, nv + ii * n_sh + jj]
+    vals += [np.ones(nv), np.ones(nv)]
+    lo += [np.ones(n_sh), np.ones(n_sh)]
+    hi += [np.ones(n_sh), np.full(n_sh, np.inf)]
+    k += 2 * n_sh
+    a = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(k, 2 * nv))
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("time_limit", float(time_limit_s))
+    h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = 2 * nv, k
+    lp.col_cost_ = cost
+    lp.col_lower_ = np.zeros(2 * nv)
+    lp.col_upper_ = np.ones(2 * nv)
+    lp.row_lower_ = np.concatenate(lo)
+    lp.row_upper_ = np.concatenate(hi)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = a.indptr
+    lp.a_matrix_.index_ = a.indices
+    lp.a_matrix_.value_ = a.data
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = 2 * nv, k
+    lp.integrality_ = [highspy.HighsVarType.kContinuous] * nv + [highspy.HighsVarType.kInteger] * nv
+    h.passModel(lp)
+    h.run()
+    status = h.modelStatusToString(h.getModelStatus())
+    info = h.getInfo()
+    if info.primal_solution_status != 2:
+        return LoadResult(np.zeros((n_srv, n_sh)), np.zeros((n_srv, n_sh), bool), status, -1,
+                          float(info.mip_dual_bound), time.monotonic() - t0)  # fmt: skip
+    sol = np.asarray(h.getSolution().col_value)
+    r = sol[:nv].reshape(n_srv, n_sh)
+    x = sol[nv:].reshape(n_srv, n_sh) > 0.5
+    moves = int(np.sum(x & ~p.previous))
+    return LoadResult(r, x, status, moves, float(info.mip_dual_bound), time.monotonic() - t0)
+
+
+@dataclass(frozen=True)
+class LoadPart:
+    servers: np.ndarray
+    shards: np.ndarray  # real shard per virtual shard of the part
+    share: np.ndarray  # share of the real shard's load each virtual shard carries
+
+
+def split_parts(p: LoadProblem, k: int, seed: int) -> list[LoadPart]:
+    """Random equal server groups; shards kept with their group, groups filled to total / k (see above)."""
+    n_srv, n_sh = p.previous.shape
+    group = partition(n_srv, k, seed)
+    target = float(p.load.sum()) / k
+    held = p.previous.astype(float) * 1.0
+    home = np.full(n_sh, -1)
+    has = held.sum(axis=0) > 0
+    per_group = np.array([held[group == g].sum(axis=0) for g in range(k)])  # [k, shards]
+    home[has] = np.argmax(per_group[:, has], axis=0)
+    left = p.load.astype(float).copy()
+    filled = np.zeros(k)
+    pieces: list[list[tuple[int, float]]] = [[] for _ in range(k)]
+
+    def put(g: int, j: int) -> None:
+        room = target - filled[g]
+        amount = min(room, left[j])
+        if amount <= 0:
+            return
+        pieces[g].append((j, amount / p.load[j]))
+        filled[g] += amount
+        left[j] -= amount
+
+    for g in range(k):  # shards stay home, smallest first, up to the group's share of the load
+        mine = np.flatnonzero(home == g)
+        for j in mine[np.argsort(p.load[mine], kind="stable")]:
+            if filled[g] >= target - 1e-9:
+                break
+            put(g, int(j))
+    for j in np.argsort(-left, kind="stable"):  # the rest: onto the groups with room, most room first
+        while left[j] > 1e-9 * max(1.0, p.load[j]):
+            g = int(np.argmax(target - filled))
+            if target - filled[g] <= 1e-9 * target:
+                break
+            put(g, int(j))
+    parts = []
+    for g in range(k):
+        sh = np.array([j for j, _ in pieces[g]], dtype=np.int64)
+        share = np.array([s for _, s in pieces[g]])
+        parts.append(LoadPart(np.flatnonzero(group == g), sh, share))
+    return parts
+
+
+def solve_pop(p: LoadProblem, k: int, seed: int = 0, time_limit_s: float = 60.0,
+              mip_rel_gap: float = 0.05) -> LoadResult:  # fmt: skip
+    """POP: the exact model on each group (sequentially here; ``parts_wall_s`` gives each part's time)."""
+    t0 = time.monotonic()
+    n_srv, n_sh = p.previous.shape
+    r = np.zeros((n_srv, n_sh))
+    x = np.zeros((n_srv, n_sh), dtype=bool)
+    walls = []
+    status = "feasible"
+    for part in split_parts(p, k, seed):
+        sub = LoadProblem(p.load[part.shards] * part.share, p.memory[part.shards],
+                          p.previous[np.ix_(part.servers, part.shards)], p.max_memory, p.tolerance)  # fmt: skip
+        res = solve_exact(sub, time_limit_s, mip_rel_gap)
+        walls.append(res.wall_s)
+        if res.moves < 0:
+            status = f"incomplete: a part is {res.status}"
+            continue
+        for col, (j, s) in enumerate(zip(part.shards, part.share, strict=True)):
+            r[part.servers, j] += res.r[:, col] * s
+            x[part.servers, j] |= res.x[:, col]
+    moves = int(np.sum(x & ~p.previous))
+    return LoadResult(r, x, status, moves, float("nan"), time.monotonic() - t0, tuple(walls))
+
+
+def check(p: LoadProblem, res: LoadResult) -> list[str]:
+    """Violations of the band, memory, coverage and copy constraints."""
+    out = []
+    avg = float(p.load.sum()) / p.previous.shape[0]
+    srv_load = res.r @ p.load
+    bad = np.flatnonzero(np.abs(srv_load - avg) > p.tolerance * avg * (1 + 1e-6) + 1e-6)
+    if len(bad):
+        out.append(f"{len(bad)} server(s) outside the {p.tolerance:.0%} band, e.g. server {bad[0]}: "
+                   f"{srv_load[bad[0]]:.0f} vs average {avg:.0f}")  # fmt: skip
+    mem = res.x.astype(float) @ p.memory
+    if np.any(mem > p.max_memory + 1e-9):
+        out.append(f"memory above {p.max_memory} on {int(np.sum(mem > p.max_memory + 1e-9))} server(s)")
+    if np.any(np.abs(res.r.sum(axis=0) - 1) > 1e-6):
+        out.append("some shard's queries are not fully served")
+    if np.any((res.r > 1e-9) & ~res.x):
+        out.append("a server serves a shard it holds no copy of")
+    return out
