@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_service_common import ROOT, TOKEN, Server, load_average, now_utc
+from benchmarks.bench_service_common import ROOT, TOKEN, Server, load_average, now_utc, start_server
 from benchmarks.service_loadgen import pct
 
 
@@ -50,25 +50,8 @@ def write_classes(path: Path, tenants: int, seed: int) -> None:
 
 
 def start(tree: Path, data_dir: Path, classes: Path) -> Server:
-    import select
-    import subprocess
-
-    data_dir.mkdir(parents=True)
-    token = data_dir.parent / "token"
-    token.write_text(TOKEN)
-    cmd = [sys.executable, "-m", "placement_service.cli", "serve", "--data-dir", str(data_dir), "--http-port", "0",
-           "--grpc-port", "0", "--token-file", str(token), "--classes-file", str(classes),
-           "--recluster-interval-s", "0", "--compact-interval-s", "5"]
-    log = open(data_dir.parent / "server.log", "a")  # noqa: SIM115 - lives as long as the server
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=tree)
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 120)
-    line = proc.stdout.readline() if ready else ""
-    if not line.startswith("harvest serve:"):
-        proc.kill()
-        raise RuntimeError(f"server from {tree} did not start: {line!r}")
-    parts = line.split()
-    return Server(proc, parts[2], parts[4], data_dir)
+    return start_server(data_dir, "--classes-file", str(classes), "--recluster-interval-s", "0",
+                        "--compact-interval-s", "5", tree=tree)
 
 
 def register(server: Server, nodes: int, tenants: int) -> None:

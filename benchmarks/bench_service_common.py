@@ -42,14 +42,16 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_server(data_dir: Path, *extra: str) -> Server:
+def start_server(data_dir: Path, *extra: str, tree: Path = ROOT) -> Server:
+    """``harvest serve`` on free ports from ``tree`` (its package first on the path: a baseline
+    checkout can run beside this one)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     token_file = data_dir.parent / "token"
     token_file.write_text(TOKEN)
     cmd = [sys.executable, "-m", "placement_service.cli", "serve", "--data-dir", str(data_dir), "--http-port", "0",
            "--grpc-port", "0", "--token-file", str(token_file), *extra]
     log = open(data_dir.parent / "server.log", "a")  # noqa: SIM115 - lives as long as the server
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=tree)
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], 120)
     line = proc.stdout.readline() if ready else ""

@@ -12,11 +12,11 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-import highspy
 import numpy as np
 
 from placement_service.capacity.flux.domain import Instance, baseline_residual, growth_factors, residual_floor
 from placement_service.capacity.flux.plan_model import PlanModel, build
+from placement_service.capacity.highs import highs_for, pass_model
 
 logger = logging.getLogger(__name__)
 
@@ -28,35 +28,12 @@ def solve(
 ) -> tuple[str, np.ndarray | None, float, float, float]:
     """(status, x, objective, bound, wall_s) of the model; ``method`` is HiGHS's LP solver option
     ("auto" = interior point for large models, dual simplex for small ones; "simplex"; "ipm")."""
-    h = highspy.Highs()
     if method == "auto":
         method = "ipm" if model.index.n_cols > 20_000 else "simplex"
-    h.setOptionValue("solver", method)
-    h.setOptionValue("output_flag", logger.isEnabledFor(logging.DEBUG))
-    h.setOptionValue("time_limit", max(0.1, float(time_limit_s)))
-    h.setOptionValue("threads", int(threads))
-    h.setOptionValue("random_seed", 0)
-    lp = highspy.HighsLp()
-    lp.num_col_ = model.index.n_cols
-    lp.num_row_ = model.matrix.shape[0]
-    lp.col_cost_ = model.cost
-    lp.col_lower_ = model.col_lower
-    lp.col_upper_ = model.col_upper
-    lp.row_lower_ = model.row_lower
-    lp.row_upper_ = model.row_upper
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = model.matrix.indptr
-    lp.a_matrix_.index_ = model.matrix.indices
-    lp.a_matrix_.value_ = model.matrix.data
-    lp.a_matrix_.num_col_ = lp.num_col_
-    lp.a_matrix_.num_row_ = lp.num_row_
-    if len(model.integer_cols):
-        integrality = np.zeros(lp.num_col_, dtype=np.int32)
-        integrality[model.integer_cols] = 1
-        lp.integrality_ = [
-            highspy.HighsVarType.kInteger if v else highspy.HighsVarType.kContinuous for v in integrality
-        ]
-    h.passModel(lp)
+    h = highs_for(time_limit_s=time_limit_s, threads=threads, seed=0, output=logger.isEnabledFor(logging.DEBUG),
+                  solver=method)
+    pass_model(h, cost=model.cost, col_lower=model.col_lower, col_upper=model.col_upper, row_lower=model.row_lower,
+               row_upper=model.row_upper, matrix=model.matrix, integer_cols=model.integer_cols)
     t0 = time.monotonic()
     h.run()
     wall = time.monotonic() - t0
@@ -70,8 +47,8 @@ def solve(
         if len(model.integer_cols)
         else (obj if status == "Optimal" else float("-inf"))
     )
-    logger.info("HiGHS flux plan: %s, objective %.4f, %d cols, %d rows, %.2f s", status, obj, lp.num_col_,
-                lp.num_row_, wall)  # fmt: skip
+    logger.info("HiGHS flux plan: %s, objective %.4f, %d cols, %d rows, %.2f s", status, obj, model.matrix.shape[1],
+                model.matrix.shape[0], wall)  # fmt: skip
     return status, x, obj, bound, wall
 
 

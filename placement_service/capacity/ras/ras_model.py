@@ -17,6 +17,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from placement_service.capacity.highs import highs_for, pass_model
 from placement_service.capacity.ras.aggregate import Aggregate
 from placement_service.capacity.ras.domain import Request, Settings
 from placement_service.capacity.ras.rows import ConstraintRows
@@ -318,32 +319,11 @@ def solve(
 ) -> ModelResult:
     """Solve the LP relaxation (``relax``) or the MIP, optionally from the full point ``start``."""
     # ---- solve
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", logger.isEnabledFor(logging.DEBUG))
-    h.setOptionValue("time_limit", max(0.1, float(time_limit_s)))
-    h.setOptionValue("threads", int(settings.threads))
-    h.setOptionValue("random_seed", int(settings.seed))
-    h.setOptionValue("mip_rel_gap", float(settings.mip_rel_gap))
-    lp = highspy.HighsLp()
-    lp.num_col_ = model.index.n_cols
-    lp.num_row_ = model.matrix.shape[0]
-    lp.col_cost_ = model.cost
-    lp.col_lower_ = model.col_lower
-    lp.col_upper_ = model.col_upper
-    lp.row_lower_ = model.row_lower
-    lp.row_upper_ = model.row_upper
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = model.matrix.indptr
-    lp.a_matrix_.index_ = model.matrix.indices
-    lp.a_matrix_.value_ = model.matrix.data
-    lp.a_matrix_.num_col_ = lp.num_col_
-    lp.a_matrix_.num_row_ = lp.num_row_
-    if not relax:
-        integrality = [highspy.HighsVarType.kContinuous] * lp.num_col_
-        for j in range(model.index.y0, model.index.y0 + model.agg.n_pairs):
-            integrality[j] = highspy.HighsVarType.kInteger
-        lp.integrality_ = integrality
-    h.passModel(lp)
+    h = highs_for(time_limit_s=time_limit_s, threads=settings.threads, seed=settings.seed,
+                  output=logger.isEnabledFor(logging.DEBUG), mip_rel_gap=float(settings.mip_rel_gap))
+    pass_model(h, cost=model.cost, col_lower=model.col_lower, col_upper=model.col_upper, row_lower=model.row_lower,
+               row_upper=model.row_upper, matrix=model.matrix,
+               integer_cols=() if relax else range(model.index.y0, model.index.y0 + model.agg.n_pairs))
     if start is not None and not relax:
         sol = highspy.HighsSolution()
         sol.col_value = list(start)
