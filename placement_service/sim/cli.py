@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -211,6 +212,28 @@ def _check_runs(args: argparse.Namespace) -> None:
         raise SimUsageError(f"--runs must be >= 1, got {args.runs}")
 
 
+def _show_progress() -> None:
+    """One line on stderr per finished run (``[k/n] ... (wall s)``), also without ``-v``: a sweep
+    over a 5,000-server month takes minutes and should not look stuck."""
+    run_logger = logging.getLogger("placement_service.sim.run")
+    if run_logger.getEffectiveLevel() <= logging.INFO or any(isinstance(h, _Progress) for h in run_logger.handlers):
+        return
+    handler = _Progress()
+    handler.setFormatter(logging.Formatter("harvest sim: %(message)s"))
+    run_logger.addHandler(handler)
+    run_logger.setLevel(logging.INFO)
+    run_logger.propagate = False
+
+
+class _Progress(logging.StreamHandler):  # type: ignore[type-arg]
+    """The progress handler (a class of its own so that it is installed once per process); writes
+    to whatever ``sys.stderr`` is at the time, as the tests' captured streams change."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def _finish(out: Path, experiment: str, dc: Any, settings: dict[str, Any], records: list[Any], t0: float) -> int:
     from placement_service.sim.figures import figures_for
     from placement_service.sim.results import write_results
@@ -230,6 +253,7 @@ def _schedule(args: argparse.Namespace) -> int:
     from placement_service.sim.workload import WorkloadConfig
 
     _check_runs(args)
+    _show_progress()
     try:
         systems = _systems(args.systems, YarnSystem)
         config = ScheduleConfig(
@@ -263,6 +287,7 @@ def _durability(args: argparse.Namespace) -> int:
     from placement_service.sim.run import run_durability
 
     _check_runs(args)
+    _show_progress()
     systems = _systems(args.systems, HdfsSystem)
     try:
         config = DurabilityConfig(
@@ -305,6 +330,7 @@ def _availability(args: argparse.Namespace) -> int:
     from placement_service.sim.run import run_availability
 
     _check_runs(args)
+    _show_progress()
     systems = _systems(args.systems, HdfsSystem)
     try:
         config = AvailabilityConfig(

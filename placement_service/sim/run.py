@@ -86,6 +86,7 @@ def run_schedule(
             )
             for lv in levels
         }
+    total, done = runs * len(levels) * len(systems), 0
     for run in range(runs):
         streams = Streams(seed, run)
         workload = build_workload(jobs, config.workload, streams.get("task-lengths"), total_cores=total_cores)
@@ -112,9 +113,10 @@ def run_schedule(
                 rec.update({k: v for k, v in asdict(res).items() if k != "system"})
                 rec["classes"] = len(tables[lv].classes) if lv in tables else None
                 records.append(rec)
+                done += 1
                 logger.info(
-                    "schedule %s level %.2f run %d: %s avg job %.0f s, %d killed (%.1f s)",
-                    dc.name, lv, run, system.value, res.avg_job_time_s, res.killed_tasks, res.wall_s,
+                    "schedule [%d/%d] %s level %.2f run %d: %s avg job %.0f s, %d killed (%.1f s)",
+                    done, total, dc.name, lv, run, system.value, res.avg_job_time_s, res.killed_tasks, res.wall_s,
                 )
     return records
 
@@ -171,6 +173,7 @@ def run_durability(
     grids = system_grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
     hours = busy_hour_masks(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
     records: list[Record] = []
+    total, done = runs * len(replicas) * len(systems), 0
     for run in range(runs):
         streams = Streams(seed, run)
         schedule = year_of_reimages(dc, config.days, streams.get("reimages"))
@@ -195,9 +198,10 @@ def run_durability(
                 }
                 rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
                 records.append(rec)
+                done += 1
                 logger.info(
-                    "durability %s x%d run %d: %s lost %d of %d (%.1f s)",
-                    dc.name, r, run, system.value, res.lost_blocks, res.blocks, res.wall_s,
+                    "durability [%d/%d] %s x%d run %d: %s lost %d of %d (%.1f s)",
+                    done, total, dc.name, r, run, system.value, res.lost_blocks, res.blocks, res.wall_s,
                 )
     return records
 
@@ -216,6 +220,7 @@ def run_availability(
     """Availability sweep: one record per (system, level, replicas, run)."""
     hist = _history_slots(dc, config.history_days)
     records: list[Record] = []
+    total, done = len(levels) * runs * len(replicas) * len(systems), 0
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
         grids = system_grids(dc, cpu, hist, seed)
@@ -241,9 +246,10 @@ def run_availability(
                     }
                     rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
                     records.append(rec)
+                    done += 1
                     logger.info(
-                        "availability %s level %.2f x%d run %d: %s failed %.4f%% (%.1f s)",
-                        dc.name, lv, r, run, system.value, res.failed_access_pct, res.wall_s,
+                        "availability [%d/%d] %s level %.2f x%d run %d: %s failed %.4f%% (%.1f s)",
+                        done, total, dc.name, lv, r, run, system.value, res.failed_access_pct, res.wall_s,
                     )
     return records
 

@@ -23,10 +23,15 @@ def _common(traces: dict[str, Path], out: Path) -> list[str]:
             "--reimages", str(traces["reimages"]), "--runs", "2", "--history-days", "1", "--out", str(out)]
 
 
-def test_schedule_durability_availability_and_report(traces: dict[str, Path], tmp_path: Path) -> None:
+def test_schedule_durability_availability_and_report(
+    traces: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     sched, dur, avail = tmp_path / "sched", tmp_path / "dur", tmp_path / "avail"
     assert main(["sim", "schedule", *_common(traces, sched), "--levels", "0.3,0.5", "--days", "1",
                  "--step-s", "120", "--systems", "YARN-Stock,YARN-PT,YARN-H"]) == 0
+    # Progress without -v: one line on stderr per finished run, counted, so a long sweep never looks stuck.
+    progress = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("harvest sim: schedule [")]
+    assert len(progress) == 12 and progress[-1].startswith("harvest sim: schedule [12/12]")
     doc = json.loads((sched / "results.json").read_text())
     assert doc["experiment"] == "schedule"
     assert len(doc["records"]) == 3 * 2 * 2  # systems x levels x runs
