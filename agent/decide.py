@@ -29,6 +29,9 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
 
 from agent.attribute import ContainerView, NodeView, is_application_master
 
@@ -134,19 +137,38 @@ def _pick_kills(live: list[ContainerView], deficit_cores: float, deficit_mb: flo
     return kills, deficit_cores, deficit_mb
 
 
-def _damp(current: int, target: int, threshold: float, now_s: float, state: DecideState,
-          policy: Policy, force_shrink: bool) -> int:
-    """One resource's advertised value after the damping rules (see module docstring)."""
-    if target == current:
-        return current
-    in_cooldown = now_s < state.cooldown_until_s
-    if target < current and (force_shrink or in_cooldown):
-        return target
-    if target > current and in_cooldown:
-        return current
-    if abs(target - current) > threshold or now_s - state.last_change_s >= policy.advertise_hold_s:
-        return target
-    return current
+def damp(current: Any, target: Any, threshold: float, now_s: float, last_change_s: Any,
+         cooldown_until_s: Any, hold_s: float, force_shrink: bool = False) -> Any:
+    """One resource's advertised value after the damping rules (see module docstring).
+
+    Written with operators that act element-wise on numpy arrays (the simulator runs every idle
+    server of a step through it at once) and stay plain Python on scalars (one node per tick, where
+    ``decide`` calls it): one implementation for both."""
+    shrink, grow = target < current, target > current
+    in_cooldown = now_s < cooldown_until_s
+    passes = (abs(target - current) > threshold) | (now_s - last_change_s >= hold_s)
+    take = (shrink & (force_shrink | in_cooldown | passes)) | (grow & (in_cooldown ^ True) & passes)
+    return current + (target - current) * take
+
+
+def harvestable(capacity: Any, primary: Any, reserve: Any) -> Any:
+    """What YARN may hand out in total: ``max(0, floor(capacity - primary - reserve))`` (whole
+    units), element-wise on arrays as on scalars."""
+    return np.maximum(np.floor(np.asarray(capacity) - primary - reserve + _EPS), 0).astype(np.int64)
+
+
+def advertise_without_deficit(capacity_cores: np.ndarray, reserve_cores: np.ndarray, primary_cores: np.ndarray,
+                              advertised_cores: np.ndarray, last_change_s: np.ndarray,
+                              cooldown_until_s: np.ndarray, now_s: float,
+                              policy: Policy) -> tuple[np.ndarray, np.ndarray]:
+    """``decide``'s advertised cores and last-change time for many nodes at once, for nodes with no
+    deficit (so no kill and no forced shrink) whose memory target does not move; the same functions
+    ``decide`` uses. Returns (advertised cores, last change). The simulator's adapter relies on it;
+    its test compares with ``decide`` called node by node."""
+    target = harvestable(capacity_cores, primary_cores, reserve_cores)
+    adv = damp(advertised_cores, target, policy.advertise_threshold_cores, now_s, last_change_s,
+               cooldown_until_s, policy.advertise_hold_s).astype(np.int64)
+    return adv, np.where(adv != advertised_cores, now_s, last_change_s)
 
 
 def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideState,
@@ -203,17 +225,14 @@ def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideSta
         reasons.append(f"{len(dying)} container(s) killed recently (exiting, or still listed by YARN)")
 
     # 4. Target harvestable (whole vcores, whole MB) and the damped advertised value.
-    target_cores = max(int(math.floor(policy.capacity_cores - view.primary_cpu_cores - policy.reserve_cores
-                                      + _EPS)), 0)
-    target_mb = max(int(math.floor(policy.capacity_memory_mb - view.primary_memory_mb
-                                   - policy.reserve_memory_mb)), 0)
+    target_cores = int(harvestable(policy.capacity_cores, view.primary_cpu_cores, policy.reserve_cores))
+    target_mb = int(harvestable(policy.capacity_memory_mb, view.primary_memory_mb, policy.reserve_memory_mb))
     cooldown_until = now_s + policy.cooldown_s if kills else state.cooldown_until_s
-    state_now = replace(state, cooldown_until_s=cooldown_until)
     force = bool(kills) or deficit_cores > _EPS or deficit_mb > _EPS
-    adv_cores = _damp(state.advertised_cores, target_cores, policy.advertise_threshold_cores, now_s,
-                      state_now, policy, force)
-    adv_mb = _damp(state.advertised_memory_mb, target_mb, policy.advertise_threshold_memory_mb, now_s,
-                   state_now, policy, force)
+    adv_cores = int(damp(state.advertised_cores, target_cores, policy.advertise_threshold_cores, now_s,
+                         state.last_change_s, cooldown_until, policy.advertise_hold_s, force))
+    adv_mb = int(damp(state.advertised_memory_mb, target_mb, policy.advertise_threshold_memory_mb, now_s,
+                      state.last_change_s, cooldown_until, policy.advertise_hold_s, force))
     if now_s < cooldown_until and (target_cores > adv_cores or target_mb > adv_mb):
         reasons.append(f"cool-down after a kill until {cooldown_until:.0f}: advertised amount held")
     elif (adv_cores, adv_mb) != (target_cores, target_mb):
@@ -229,8 +248,11 @@ def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideSta
         reasons.append(f"DataNode busy: primary {view.primary_cpu_raw:.2f} cores "
                        f"(threshold {policy.busy_cpu_cores:g})")
 
-    new_state = replace(state_now, advertised_cores=adv_cores, advertised_memory_mb=adv_mb, busy=busy,
-                        last_change_s=now_s if changed else state.last_change_s)
+    # (a constructor, not dataclasses.replace: this runs once per node per tick, and in the simulator
+    # for every server with a deficit per step)
+    new_state = DecideState(advertised_cores=adv_cores, advertised_memory_mb=adv_mb,
+                            last_change_s=now_s if changed else state.last_change_s,
+                            cooldown_until_s=cooldown_until, busy=busy)
     return Decision(
         timestamp=now_s, stale=False, kills=tuple(kills), advertise_cores=adv_cores,
         advertise_memory_mb=adv_mb, target_cores=target_cores, target_memory_mb=target_mb, busy=busy,

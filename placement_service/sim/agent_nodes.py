@@ -20,8 +20,10 @@ so the per-round cap limits kills per tick, as on a node, not per step.
 Which servers are asked: a server is asked when its primary + tasks exceed ``cores - reserve`` (a
 deficit), or when its advertised cores differ from the target, except in a cool-down when the
 target is above them (the cool-down holds them). For any other server ``decide`` would return the
-advertised cores unchanged with no kill, so the call is skipped; ``test_agent_nodes`` checks this
-against calling it for every server with every container.
+advertised cores unchanged with no kill, so the call is skipped. Asked servers without a deficit
+(no kill possible) go through ``agent.decide.advertise_without_deficit``, the array form of the
+same damping functions ``decide`` calls, all at once; ``test_agent_nodes`` checks both against
+calling ``decide`` for every server with every container.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.attribute import ContainerView, NodeView
-from agent.decide import DecideState, Policy, decide
+from agent.decide import DecideState, Policy, advertise_without_deficit, decide, harvestable
 
 _NO_LIMIT_MB = 1e15
 
@@ -65,7 +67,25 @@ class SimAgents:
         self.last_change_s = np.full(n, -math.inf)
         self.cooldown_until_s = np.full(n, -math.inf)
         self._policies: dict[tuple[int, int], Policy] = {}
+        # Memory is not simulated: the agent advertises the whole (unlimited) memory all along, so a
+        # tick never counts it as a change (which would restart the advertise hold time).
+        self._memory_mb = int(harvestable(_NO_LIMIT_MB, 0, 0))
         self.calls = 0
+        self._views: dict[tuple[int, float], ContainerView] = {}
+        self._views_limit = 1_000_000
+
+    def _view_of(self, seq: int, start_s: float) -> ContainerView:
+        """The agent's view of a running task (one core from its launch), built once per task."""
+        key = (seq, start_s)  # all a view depends on
+        view = self._views.get(key)
+        if view is None:
+            if len(self._views) >= self._views_limit:  # drop the views of tasks that have ended
+                self._views.clear()
+            cid = _task_id(seq)
+            view = ContainerView(container_id=cid, cpu_cores=1.0, memory_mb=0.0, start_time=start_s,
+                                 processes=((seq, start_s),), pgids=(), alloc_cores=1.0)
+            self._views[key] = view
+        return view
 
     def _policy(self, s: int) -> Policy:
         key = (int(self.cores[s]), int(self.reserve[s]))
@@ -114,61 +134,84 @@ class SimAgents:
         order = np.argsort(server, kind="stable")
         bounds = np.searchsorted(server[order], np.arange(n + 1))
         rounds = max(1, int(step_s // self.settings.tick_s))
+        deficit = primary_cores + used > budget
+        if self.ask_all:
+            full, idle = servers, servers[:0]
+        else:
+            full, idle = servers[deficit[servers]], servers[~deficit[servers]]
         victims: list[int] = []
-        for s in servers.tolist():
+        for s in full.tolist():
+            tasks = order[bounds[s] : bounds[s + 1]]
+            victims.extend(self._run(s, tasks, now_s, rounds, primary_cores, primary_raw, start_s, seq))
+        if idle.size:
             # Without a deficit, decide kills nothing and its advertised cores and cool-down do not
-            # depend on the containers: skip building one view per task (most asked servers are
-            # here only for the cool-down or damping; ``ask_all`` keeps the full views, and the test
-            # of the skip rule compares the two).
-            deficit = primary_cores[s] + used[s] > budget[s]
-            tasks = order[bounds[s] : bounds[s + 1]] if (deficit or self.ask_all) else order[:0]
-            views = {
-                _task_id(int(seq[i])): ContainerView(
-                    container_id=_task_id(int(seq[i])),
-                    cpu_cores=1.0,
-                    memory_mb=0.0,
-                    start_time=float(start_s[i]),
-                    processes=((int(seq[i]), float(start_s[i])),),
-                    pgids=(),
-                    alloc_cores=1.0,
-                )
-                for i in tasks.tolist()
-            }
-            task_of = {cid: int(i) for cid, i in zip(views, tasks.tolist(), strict=True)}
-            state = DecideState(
-                advertised_cores=int(self.advertised[s]),
-                advertised_memory_mb=0,
-                last_change_s=float(self.last_change_s[s]),
-                cooldown_until_s=float(self.cooldown_until_s[s]),
+            # depend on the containers: the agent's own array form of its damping rule
+            # (``advertise_without_deficit``, the functions ``decide`` calls) runs them all at once.
+            # ``ask_all`` calls ``decide`` itself for every server with every container, and the test
+            # of this rule compares the two.
+            adv, last = advertise_without_deficit(
+                self.cores[idle], self.reserve[idle], primary_cores[idle], self.advertised[idle],
+                self.last_change_s[idle], self.cooldown_until_s[idle], now_s,
+                self._policy(int(idle[0])),  # for its damping settings, the same on every server
             )
-            policy = self._policy(s)
-            for r in range(rounds):
-                view = NodeView(
-                    timestamp=now_s + r * self.settings.tick_s,
-                    window_s=self.settings.tick_s,
-                    node_cpu_cores=float(self.cores[s]),
-                    node_memory_mb=_NO_LIMIT_MB,
-                    primary_cpu_raw=float(primary_raw[s]),
-                    primary_cpu_cores=int(primary_cores[s]),
-                    primary_memory_mb=0,
-                    secondary_cpu_cores=float(len(views)),
-                    secondary_memory_mb=0.0,
-                    datanode_cpu_cores=0.0,
-                    datanode_memory_mb=0.0,
-                    containers=tuple(views.values()),
-                )
-                decision = decide(view, now_s + r * self.settings.tick_s, policy, state)
-                self.calls += 1
-                state = decision.state
-                for k in decision.kills:
-                    victims.append(task_of[k.container_id])
-                    del views[k.container_id]
-                if not decision.kills:
-                    break
-            self.advertised[s] = state.advertised_cores
-            self.last_change_s[s] = state.last_change_s
-            self.cooldown_until_s[s] = state.cooldown_until_s
+            self.advertised[idle] = adv
+            self.last_change_s[idle] = last
         return np.asarray(victims, dtype=np.int64)
+
+    def _run(
+        self,
+        s: int,
+        tasks: np.ndarray,
+        now_s: float,
+        rounds: int,
+        primary_cores: np.ndarray,
+        primary_raw: np.ndarray,
+        start_s: np.ndarray,
+        seq: np.ndarray,
+    ) -> list[int]:
+        """The agent of server ``s`` for one step (ticks until one kills nothing); returns the
+        indices of the tasks it killed and keeps its state."""
+        views: dict[str, ContainerView] = {}
+        task_of: dict[str, int] = {}
+        for i in tasks.tolist():
+            container = self._view_of(int(seq[i]), float(start_s[i]))
+            views[container.container_id] = container
+            task_of[container.container_id] = i
+        state = DecideState(
+            advertised_cores=int(self.advertised[s]),
+            advertised_memory_mb=self._memory_mb,
+            last_change_s=float(self.last_change_s[s]),
+            cooldown_until_s=float(self.cooldown_until_s[s]),
+        )
+        policy = self._policy(s)
+        victims: list[int] = []
+        for r in range(rounds):
+            view = NodeView(
+                timestamp=now_s + r * self.settings.tick_s,
+                window_s=self.settings.tick_s,
+                node_cpu_cores=float(self.cores[s]),
+                node_memory_mb=_NO_LIMIT_MB,
+                primary_cpu_raw=float(primary_raw[s]),
+                primary_cpu_cores=int(primary_cores[s]),
+                primary_memory_mb=0,
+                secondary_cpu_cores=float(len(views)),
+                secondary_memory_mb=0.0,
+                datanode_cpu_cores=0.0,
+                datanode_memory_mb=0.0,
+                containers=tuple(views.values()),
+            )
+            decision = decide(view, now_s + r * self.settings.tick_s, policy, state)
+            self.calls += 1
+            state = decision.state
+            for k in decision.kills:
+                victims.append(task_of[k.container_id])
+                del views[k.container_id]
+            if not decision.kills:
+                break
+        self.advertised[s] = state.advertised_cores
+        self.last_change_s[s] = state.last_change_s
+        self.cooldown_until_s[s] = state.cooldown_until_s
+        return victims
 
 
 def _task_id(seq: int) -> str:

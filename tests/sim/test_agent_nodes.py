@@ -72,21 +72,31 @@ def test_cool_down_holds_the_advertised_cores_after_a_kill() -> None:
     assert no_cool.advertised.tolist() == [10]
 
 
-def test_skipping_servers_with_nothing_to_decide_changes_nothing() -> None:
+@pytest.mark.parametrize(("lockstep", "step_s"), [(False, 60.0), (True, 60.0), (False, 10.0), (True, 10.0)])
+def test_skipping_servers_with_nothing_to_decide_changes_nothing(lockstep: bool, step_s: float) -> None:
+    """The adapter's shortcuts (servers skipped, idle servers through the array form of the damping
+    rule) give the kills and advertised cores of ``decide`` called for every server with every
+    container; a 10 s step is shorter than the 30 s advertise hold, so the threshold rule acts."""
     rng = np.random.default_rng(5)
     n = 12
     cores, reserve = rng.integers(4, 17, n), rng.integers(1, 4, n)
+    if lockstep:  # three tenants of four identical servers each, their primaries moving together
+        cores, reserve = np.repeat(cores[:3], 4), np.repeat(reserve[:3], 4)
     a = SimAgents(cores, reserve, AgentSettings())
     b = SimAgents(cores, reserve, AgentSettings(), ask_all=True)
     server = rng.integers(0, n, 40)
     start = rng.uniform(0, 100, 40)
     for step in range(60):
-        now = 100.0 + 60.0 * step
+        now = 100.0 + step_s * step
         primary = np.minimum(cores, rng.integers(0, 12, n))
-        args = (now, 60.0, primary, primary.astype(float), server, start, np.arange(server.size))
+        if lockstep:
+            primary = np.minimum(cores, np.repeat(rng.integers(0, 12, 3), 4))
+        args = (now, step_s, primary, primary - rng.uniform(0, 1, n), server, start, np.arange(server.size))
         ka, kb = a.tick(*args), b.tick(*args)
         assert ka.tolist() == kb.tolist()
         assert a.advertised.tolist() == b.advertised.tolist()
+        assert a.last_change_s.tolist() == b.last_change_s.tolist()
+        assert a.cooldown_until_s.tolist() == b.cooldown_until_s.tolist()
         keep = np.ones(server.size, dtype=bool)
         keep[ka] = False
         server, start = server[keep], start[keep]
@@ -96,3 +106,5 @@ def test_skipping_servers_with_nothing_to_decide_changes_nothing() -> None:
             server = np.concatenate([server, new])
             start = np.concatenate([start, np.full(new.size, now)])
     assert b.calls > a.calls  # the skip did skip calls
+
+
