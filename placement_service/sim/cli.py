@@ -84,6 +84,9 @@ def register(subparsers: Any) -> None:
                    help="comma list of YARN-Stock, YARN-PT, YARN-PT-spread, YARN-H, YARN-PT-forecast, "
                         "YARN-H-forecast (default: YARN-PT,YARN-H,YARN-H-forecast)")
     p.add_argument("--step-s", type=finite_float, default=60.0, help="time step (s)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes simulating (system, level, run) points side by side (default 1; the records are "
+                        "the same for any number)")
     p.add_argument("--reserve-frac", type=finite_float, default=1 / 3, help="cores kept for the primary (default 1/3)")
     p.add_argument("--offered-core-frac", type=finite_float, default=0.05, help="batch load as a fraction of all cores")
     p.add_argument("--length-scale", type=finite_float, default=5.0, help="task length multiplier")
@@ -254,6 +257,8 @@ def _schedule(args: argparse.Namespace) -> int:
 
     _check_runs(args)
     _show_progress()
+    if args.workers < 1:
+        raise SimUsageError(f"--workers must be >= 1, got {args.workers}")
     try:
         systems = _systems(args.systems, YarnSystem)
         config = ScheduleConfig(
@@ -275,7 +280,7 @@ def _schedule(args: argparse.Namespace) -> int:
     dc = load_input(args)
     records = run_schedule(
         dc, levels=args.levels, scaling=Scaling(args.scaling), runs=args.runs, seed=args.seed, config=config,
-        systems=systems, jobs=load_jobs(args.jobs) if args.jobs else None,
+        systems=systems, jobs=load_jobs(args.jobs) if args.jobs else None, workers=args.workers,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "schedule", dc, settings, records, t0)

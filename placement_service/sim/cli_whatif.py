@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--schedule-step-s", type=finite_float, default=300.0,
                    help="time step of the scheduling simulation (default 300 s: minutes for a 5,000-server month; "
                         "the simulator's own default is 60 s)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="processes for the scheduling points (default: this machine's cores)")
     p.set_defaults(func=_whatif)
 
 
@@ -49,14 +52,15 @@ def _whatif(args: argparse.Namespace) -> int:
                              ("--schedule-step-s", args.schedule_step_s, 0.0)):
         if not (math.isfinite(value) and value > low):
             raise WhatIfError(f"{flag}: expected a positive number, got {value}")
-    if args.runs < 1 or args.durability_blocks < 1:
-        raise WhatIfError("--runs and --durability-blocks must be >= 1")
+    if args.runs < 1 or args.durability_blocks < 1 or args.workers < 1:
+        raise WhatIfError("--runs, --durability-blocks and --workers must be >= 1")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise WhatIfError(f"--out {args.out}: exists and is not a folder")
     config = WhatIfConfig(level_step=args.level_step, history_days=args.history_days, runs=args.runs,
                           seed=args.seed, durability_blocks=args.durability_blocks,
-                          durability_days=args.durability_days, schedule_step_s=args.schedule_step_s)
+                          durability_days=args.durability_days, schedule_step_s=args.schedule_step_s,
+                          workers=args.workers)
     run_whatif(utilization=args.utilization, inventory=args.inventory, reimages=args.reimages, out=out,
                config=config, jobs=args.jobs)
     return 0

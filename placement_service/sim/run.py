@@ -8,8 +8,10 @@ differences between systems come from the policies alone.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import multiprocessing as mp
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -43,6 +45,9 @@ from placement_service.sim.workload import build_workload, poisson_arrivals
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 DAY_S = 86400.0
 
 
@@ -51,6 +56,30 @@ def default_jobs() -> list[Job]:
     from placement_service.core.tpcds import tpcds_jobs
 
     return list(tpcds_jobs())
+
+
+_POINT: Callable[[Any], Any] | None = None  # the sweep's point function, inherited by forked workers
+
+
+def _call_point(point: Any) -> Any:
+    assert _POINT is not None
+    return _POINT(point)
+
+
+def map_points(fn: Callable[[T], R], points: Sequence[T], workers: int) -> Iterator[R]:
+    """``fn`` over ``points``, results in order; with ``workers`` > 1 in forked processes that
+    inherit ``fn`` and everything it closes over (the datacenter is shared copy-on-write, not
+    pickled; only the results travel back). One process where fork is unavailable."""
+    global _POINT
+    if workers <= 1 or len(points) <= 1 or "fork" not in mp.get_all_start_methods():
+        yield from map(fn, points)
+        return
+    _POINT = fn
+    try:
+        with mp.get_context("fork").Pool(min(workers, len(points))) as pool:
+            yield from pool.imap(_call_point, points)
+    finally:
+        _POINT = None
 
 
 def _history_slots(dc: SimDatacenter, history_days: float) -> int:
@@ -67,8 +96,10 @@ def run_schedule(
     config: ScheduleConfig,
     systems: Sequence[YarnSystem] = (YarnSystem.PT, YarnSystem.H),
     jobs: Sequence[Job] | None = None,
+    workers: int = 1,
 ) -> list[Record]:
-    """Scheduling sweep: one record per (system, level, run)."""
+    """Scheduling sweep: one record per (system, level, run), in that nesting order whatever
+    ``workers`` is (each point draws from its own named streams, so the records are the same)."""
     jobs = list(jobs) if jobs is not None else default_jobs()
     total_cores = float(dc.inventory.cores.sum())
     hist = _history_slots(dc, config.history_days)
@@ -86,7 +117,8 @@ def run_schedule(
             )
             for lv in levels
         }
-    total, done = runs * len(levels) * len(systems), 0
+    points: list[tuple[int, float, YarnSystem]] = []
+    inputs: dict[int, tuple[Any, Any, SelectionConfig]] = {}
     for run in range(runs):
         streams = Streams(seed, run)
         workload = build_workload(jobs, config.workload, streams.get("task-lengths"), total_cores=total_cores)
@@ -94,30 +126,38 @@ def run_schedule(
         sel_config = SelectionConfig(
             short_max_s=workload.short_max_s, long_min_s=workload.long_min_s, reserve_frac=config.reserve_frac
         )
-        for lv in levels:
-            cpu, param = scaled[lv]
-            for system in systems:
-                router = ClassRouter(tables[lv], dc, sel_config) if system in CLASS_SYSTEMS else None
-                res = simulate_schedule(
-                    dc, cpu, workload, arrivals, system, config,
-                    place_rng=streams.fresh("placement"),
-                    task_rng=streams.fresh("task-noise"),
-                    router=router,
-                    select_rng=streams.fresh("class-selection"),
-                    forecast=forecasts.get(lv),
-                )
-                rec: Record = {
-                    "experiment": "schedule", "datacenter": dc.name, "system": system.value,
-                    "scaling": scaling.value, "level": lv, "scale_param": param, "run": run, "seed": seed,
-                }
-                rec.update({k: v for k, v in asdict(res).items() if k != "system"})
-                rec["classes"] = len(tables[lv].classes) if lv in tables else None
-                records.append(rec)
-                done += 1
-                logger.info(
-                    "schedule [%d/%d] %s level %.2f run %d: %s avg job %.0f s, %d killed (%.1f s)",
-                    done, total, dc.name, lv, run, system.value, res.avg_job_time_s, res.killed_tasks, res.wall_s,
-                )
+        inputs[run] = (workload, arrivals, sel_config)
+        points += [(run, lv, system) for lv in levels for system in systems]
+
+    def one(point: tuple[int, float, YarnSystem]) -> Record:
+        run, lv, system = point
+        workload, arrivals, sel_config = inputs[run]
+        streams = Streams(seed, run)
+        cpu, param = scaled[lv]
+        router = ClassRouter(tables[lv], dc, sel_config) if system in CLASS_SYSTEMS else None
+        res = simulate_schedule(
+            dc, cpu, workload, arrivals, system, config,
+            place_rng=streams.fresh("placement"),
+            task_rng=streams.fresh("task-noise"),
+            router=router,
+            select_rng=streams.fresh("class-selection"),
+            forecast=forecasts.get(lv),
+        )
+        rec: Record = {
+            "experiment": "schedule", "datacenter": dc.name, "system": system.value,
+            "scaling": scaling.value, "level": lv, "scale_param": param, "run": run, "seed": seed,
+        }
+        rec.update({k: v for k, v in asdict(res).items() if k != "system"})
+        rec["classes"] = len(tables[lv].classes) if lv in tables else None
+        return rec
+
+    for done, rec in enumerate(map_points(one, points, workers), start=1):
+        records.append(rec)
+        logger.info(
+            "schedule [%d/%d] %s level %.2f run %d: %s avg job %.0f s, %d killed (%.1f s)",
+            done, len(points), dc.name, rec["level"], rec["run"], rec["system"], rec["avg_job_time_s"],
+            rec["killed_tasks"], rec["wall_s"],
+        )
     return records
 
 

@@ -61,6 +61,7 @@ class WhatIfConfig:
     # Scheduling time step: 300 s (the simulator's own default is 60 s) keeps a 5,000-server month
     # to minutes; within a step every node's agent still decides once a second until it kills nothing.
     schedule_step_s: float = 300.0
+    workers: int = 1  # processes for the scheduling points
 
 
 def levels_around(u0: float, step: float) -> list[float]:
@@ -154,7 +155,7 @@ def run_whatif(
 
     step(3, f"job times at utilization {level_arg} (YARN-PT, YARN-H, YARN-H-forecast)")
     sched_args = ["sim", "schedule", *common, "--levels", level_arg, "--days", f"{sim_days:.3g}",
-                  "--step-s", f"{config.schedule_step_s:g}",
+                  "--step-s", f"{config.schedule_step_s:g}", "--workers", str(config.workers),
                   "--out", str(out / "schedule")]
     if jobs:
         sched_args += ["--jobs", jobs]
