@@ -121,6 +121,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--step-s", type=finite_float, default=3600.0)
     p.add_argument("--repair-blocks-per-hour", type=finite_float, default=30.0)
     p.add_argument("--block-size-mb", type=finite_float, default=256.0)
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes simulating points side by side (default 1; the records are the same for any number)")
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
                    help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
@@ -137,6 +139,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reserve-frac", type=finite_float, default=1 / 3)
     p.add_argument("--busy-cpu", type=finite_float, default=None, help="busy threshold (default 1 - reserve)")
     p.add_argument("--block-size-mb", type=finite_float, default=256.0)
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes simulating points side by side (default 1; the records are the same for any number)")
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
                    help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
@@ -213,6 +217,8 @@ def _systems(text: str, kind: type[E]) -> list[E]:
 def _check_runs(args: argparse.Namespace) -> None:
     if args.runs < 1:
         raise SimUsageError(f"--runs must be >= 1, got {args.runs}")
+    if args.workers < 1:
+        raise SimUsageError(f"--workers must be >= 1, got {args.workers}")
 
 
 def _show_progress() -> None:
@@ -257,8 +263,6 @@ def _schedule(args: argparse.Namespace) -> int:
 
     _check_runs(args)
     _show_progress()
-    if args.workers < 1:
-        raise SimUsageError(f"--workers must be >= 1, got {args.workers}")
     try:
         systems = _systems(args.systems, YarnSystem)
         config = ScheduleConfig(
@@ -307,7 +311,7 @@ def _durability(args: argparse.Namespace) -> int:
         dc = _with_synthetic_reimages(dc, args)
     records = run_durability(
         dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days,
-        systems=systems,
+        systems=systems, workers=args.workers,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "durability", dc, settings, records, t0)
@@ -348,7 +352,7 @@ def _availability(args: argparse.Namespace) -> int:
     dc = load_input(args)
     records = run_availability(
         dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
-        seed=args.seed, config=config, systems=systems,
+        seed=args.seed, config=config, systems=systems, workers=args.workers,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "availability", dc, settings, records, t0)

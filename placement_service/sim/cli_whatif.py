@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
                    help="time step of the scheduling simulation (default 300 s: minutes for a 5,000-server month; "
                         "the simulator's own default is 60 s)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                   help="processes for the scheduling points (default: this machine's cores)")
+                   help="processes for the simulation points (default: this machine's cores)")
     p.set_defaults(func=_whatif)
 
 

@@ -206,43 +206,48 @@ def run_durability(
     config: DurabilityConfig,
     history_days: float = 7.0,
     systems: Sequence[HdfsSystem] = (HdfsSystem.STOCK, HdfsSystem.H),
+    workers: int = 1,
 ) -> list[Record]:
-    """Durability: one record per (system, replicas, run)."""
+    """Durability: one record per (system, replicas, run), the same for any ``workers``."""
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
     grids = system_grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
     hours = busy_hour_masks(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
     records: list[Record] = []
-    total, done = runs * len(replicas) * len(systems), 0
-    for run in range(runs):
-        streams = Streams(seed, run)
-        schedule = year_of_reimages(dc, config.days, streams.get("reimages"))
-        for r in replicas:
-            for system in systems:
-                def factory(system: HdfsSystem = system, run: int = run) -> Placer:
-                    return make_placer(
-                        system, dc, grids[system], seed=Streams(seed, run).seed_int("placer"),
-                        block_size_mb=config.block_size_mb, busy_hours=hours,
-                    )
+    schedules = {run: year_of_reimages(dc, config.days, Streams(seed, run).get("reimages")) for run in range(runs)}
+    points = [(run, r, system) for run in range(runs) for r in replicas for system in systems]
 
-                res = simulate_durability(
-                    dc, factory, system, r, schedule, config,
-                    create_rng=streams.fresh("blocks"),
-                    place_rng=streams.fresh("placement"),
-                    repair_rng=streams.fresh("repair"),
-                )
-                rec: Record = {
-                    "experiment": "durability", "datacenter": dc.name, "system": system.value,
-                    "replicas": r, "run": run, "seed": seed,
-                    "reimage_source": schedule.how, "reimage_source_days": schedule.source_span_s / 86400.0,
-                }
-                rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
-                records.append(rec)
-                done += 1
-                logger.info(
-                    "durability [%d/%d] %s x%d run %d: %s lost %d of %d (%.1f s)",
-                    done, total, dc.name, r, run, system.value, res.lost_blocks, res.blocks, res.wall_s,
-                )
+    def one(point: tuple[int, int, HdfsSystem]) -> Record:
+        run, r, system = point
+        streams, schedule = Streams(seed, run), schedules[run]
+
+        def factory() -> Placer:
+            return make_placer(
+                system, dc, grids[system], seed=Streams(seed, run).seed_int("placer"),
+                block_size_mb=config.block_size_mb, busy_hours=hours,
+            )
+
+        res = simulate_durability(
+            dc, factory, system, r, schedule, config,
+            create_rng=streams.fresh("blocks"),
+            place_rng=streams.fresh("placement"),
+            repair_rng=streams.fresh("repair"),
+        )
+        rec: Record = {
+            "experiment": "durability", "datacenter": dc.name, "system": system.value,
+            "replicas": r, "run": run, "seed": seed,
+            "reimage_source": schedule.how, "reimage_source_days": schedule.source_span_s / 86400.0,
+        }
+        rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
+        return rec
+
+    for done, rec in enumerate(map_points(one, points, workers), start=1):
+        records.append(rec)
+        logger.info(
+            "durability [%d/%d] %s x%d run %d: %s lost %d of %d (%.1f s)",
+            done, len(points), dc.name, rec["replicas"], rec["run"], rec["system"], rec["lost_blocks"],
+            rec["blocks"], rec["wall_s"],
+        )
     return records
 
 
@@ -256,40 +261,45 @@ def run_availability(
     seed: int,
     config: AvailabilityConfig,
     systems: Sequence[HdfsSystem] = (HdfsSystem.STOCK, HdfsSystem.H),
+    workers: int = 1,
 ) -> list[Record]:
-    """Availability sweep: one record per (system, level, replicas, run)."""
+    """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``."""
     hist = _history_slots(dc, config.history_days)
     records: list[Record] = []
-    total, done = len(levels) * runs * len(replicas) * len(systems), 0
+    per_level = {}
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
-        grids = system_grids(dc, cpu, hist, seed)
-        hours = busy_hour_masks(dc, cpu, hist, config.busy_threshold)
-        for run in range(runs):
-            streams = Streams(seed, run)
-            for r in replicas:
-                for system in systems:
-                    placer = make_placer(
-                        system, dc, grids[system], seed=streams.seed_int("placer"),
-                        block_size_mb=config.block_size_mb, busy_hours=hours,
-                    )
-                    res = simulate_availability(
-                        dc, cpu, placer, system, r, config,
-                        create_rng=streams.fresh("blocks"),
-                        place_rng=streams.fresh("placement"),
-                        access_rng=streams.fresh("accesses"),
-                    )
-                    rec: Record = {
-                        "experiment": "availability", "datacenter": dc.name, "system": system.value,
-                        "scaling": scaling.value, "level": lv, "scale_param": param, "replicas": r,
-                        "run": run, "seed": seed,
-                    }
-                    rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
-                    records.append(rec)
-                    done += 1
-                    logger.info(
-                        "availability [%d/%d] %s level %.2f x%d run %d: %s failed %.4f%% (%.1f s)",
-                        done, total, dc.name, lv, r, run, system.value, res.failed_access_pct, res.wall_s,
-                    )
+        per_level[lv] = (cpu, param, system_grids(dc, cpu, hist, seed), busy_hour_masks(dc, cpu, hist, config.busy_threshold))
+    points = [(lv, run, r, system) for lv in levels for run in range(runs) for r in replicas for system in systems]
+
+    def one(point: tuple[float, int, int, HdfsSystem]) -> Record:
+        lv, run, r, system = point
+        cpu, param, grids, hours = per_level[lv]
+        streams = Streams(seed, run)
+        placer = make_placer(
+            system, dc, grids[system], seed=streams.seed_int("placer"),
+            block_size_mb=config.block_size_mb, busy_hours=hours,
+        )
+        res = simulate_availability(
+            dc, cpu, placer, system, r, config,
+            create_rng=streams.fresh("blocks"),
+            place_rng=streams.fresh("placement"),
+            access_rng=streams.fresh("accesses"),
+        )
+        rec: Record = {
+            "experiment": "availability", "datacenter": dc.name, "system": system.value,
+            "scaling": scaling.value, "level": lv, "scale_param": param, "replicas": r,
+            "run": run, "seed": seed,
+        }
+        rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
+        return rec
+
+    for done, rec in enumerate(map_points(one, points, workers), start=1):
+        records.append(rec)
+        logger.info(
+            "availability [%d/%d] %s level %.2f x%d run %d: %s failed %.4f%% (%.1f s)",
+            done, len(points), dc.name, rec["level"], rec["replicas"], rec["run"], rec["system"],
+            rec["failed_access_pct"], rec["wall_s"],
+        )
     return records
 

@@ -61,7 +61,7 @@ class WhatIfConfig:
     # Scheduling time step: 300 s (the simulator's own default is 60 s) keeps a 5,000-server month
     # to minutes; within a step every node's agent still decides once a second until it kills nothing.
     schedule_step_s: float = 300.0
-    workers: int = 1  # processes for the scheduling points
+    workers: int = 1  # processes for the simulation points
 
 
 def levels_around(u0: float, step: float) -> list[float]:
@@ -164,13 +164,13 @@ def run_whatif(
     step(4, f"a {config.durability_days:g}-day durability run ({config.durability_blocks} blocks)")
     run(["sim", "durability", *common, "--reimages", reimages, "--blocks", str(config.durability_blocks),
          "--days", f"{config.durability_days:g}", "--replicas", ",".join(map(str, config.replicas)),
-         "--out", str(out / "durability")], "harvest sim durability")
+         "--workers", str(config.workers), "--out", str(out / "durability")], "harvest sim durability")
 
     step(5, f"availability at utilization {level_arg}")
     run(["sim", "availability", *common, "--levels", level_arg, "--days", f"{min(sim_days, 21.0):.3g}",
          "--blocks", str(config.availability_blocks), "--accesses", str(config.availability_accesses),
          "--replicas", ",".join(map(str, config.replicas)), "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours",
-         "--out", str(out / "availability")],
+         "--workers", str(config.workers), "--out", str(out / "availability")],
         "harvest sim availability")
 
     step(6, "writing the report")

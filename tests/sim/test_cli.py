@@ -58,6 +58,19 @@ def test_schedule_durability_availability_and_report(
     by = {(r["system"], r["level"]): r["failed_access_pct"] for r in adoc["records"]}
     assert by[("HDFS-Stock", 0.6)] >= by[("HDFS-Stock", 0.3)]
 
+    # The same points in two worker processes: the same records (wall times aside).
+    def same(a: Path, b: Path) -> None:
+        ra, rb = (json.loads((d / "results.json").read_text())["records"] for d in (a, b))
+        assert [{k: v for k, v in r.items() if k != "wall_s"} for r in ra] == [
+            {k: v for k, v in r.items() if k != "wall_s"} for r in rb]
+
+    assert main(["sim", "durability", *_common(traces, tmp_path / "dur2"), "--replicas", "3,4", "--blocks", "3000",
+                 "--days", "60", "--workers", "2"]) == 0
+    same(dur, tmp_path / "dur2")
+    assert main(["sim", "availability", *_common(traces, tmp_path / "avail2"), "--levels", "0.3,0.6", "--replicas",
+                 "3", "--days", "1", "--blocks", "2000", "--accesses", "5000", "--workers", "2"]) == 0
+    same(avail, tmp_path / "avail2")
+
     md = write_report([sched, dur, avail], tmp_path / "docs" / "results.md", notes="Notes here.")
     text = md.read_text()
     assert "## Claims checked" in text and "Notes here." in text
