@@ -8,7 +8,10 @@ records the elastic set: who is lent out when, and every revocation. The elastic
 generated datacenter of primary tenants (``traces.generate``, its own year of reimages) as tenants
 ``elastic:<pool>``: revocations are their reimages (wipes), absences keep replicas off them
 (``sim/elastic.py``). Then a year of durability for each system at ``--replicas``, one run per seed;
-lost blocks min / mean / max over the seeds. Prints a Markdown table and the machine load.
+lost blocks min / mean / max over the seeds. Control in the same run (``--control``): the same
+datacenter and elastic set with no revocation (servers still come and go, nothing is wiped by it),
+for HDFS-Stock and HDFS-H, so the part of the loss the revocations cause is visible. Prints a
+Markdown table and the machine load.
 
     nice -n 10 .venv/bin/python benchmarks/bench_sim_elastic.py [--seeds 1 2 3] [--blocks 100000]
 """
@@ -56,6 +59,7 @@ def main() -> None:
     ap.add_argument("--days", type=float, default=365.0)
     ap.add_argument("--resolve-days", type=float, default=7.0)
     ap.add_argument("--systems", nargs="+", default=["HDFS-Stock", "HDFS-H", "HDFS-H-hours"])
+    ap.add_argument("--no-control", dest="control", action="store_false", help="skip the run without revocations")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     systems = [HdfsSystem(s) for s in args.systems]
@@ -86,9 +90,20 @@ def main() -> None:
         )  # fmt: skip
         for r in recs:
             lost[str(r["system"])].append(int(r["lost_blocks"]))
+        if args.control:
+            calm, calm_presence = elastic_datacenter(primary, region, ElasticLog(log.initial, [], log.changes),
+                                                     days=args.days)  # fmt: skip
+            for r in run_durability(
+                calm, replicas=[args.replicas], runs=1, seed=seed, presence=calm_presence,
+                systems=[s for s in systems if s is not HdfsSystem.H_HOURS],
+                config=DurabilityConfig(days=args.days, blocks=args.blocks),
+            ):  # fmt: skip
+                lost[f"{r['system']} without revocations"].append(int(r["lost_blocks"]))
+        burst = max(collections.Counter(t for t, *_ in log.revocations).values(), default=0)
         facts.append(
             f"seed {seed}: {len(outages):,} outages, {stats.revoked:,} mover revocations, "
-            f"{sum(1 for x in log.revocations if x[3] == 're-solve')} re-solve revocations, "
+            f"{sum(1 for x in log.revocations if x[3] == 're-solve')} re-solve revocations "
+            f"(largest at one instant: {burst}), "
             f"{n_el} elastic servers ({len(log.initial)} at the start), elastic rows {rows}, "
             f"replay {replay_s:.1f} s, "
             + ", ".join(f"{r['system']} {r['lost_blocks']} lost ({float(r['wall_s']):.0f} s)" for r in recs)
@@ -103,9 +118,9 @@ def main() -> None:
         print(f"- {f}")
     print("| system | lost blocks min / mean / max |")
     print("|---|---:|")
-    for s in systems:
-        v = np.array(lost[s.value])
-        print(f"| {s.value} | {v.min()} / {v.mean():.1f} / {v.max()} |")
+    for name, values in lost.items():
+        v = np.array(values)
+        print(f"| {name} | {v.min()} / {v.mean():.1f} / {v.max()} |")
 
 
 if __name__ == "__main__":
