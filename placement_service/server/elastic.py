@@ -6,7 +6,11 @@ Versions only go forward: a set older than the stored one is answered with the s
 not applied; the same version again is a no-op (pushes are retried, so they must be idempotent).
 
 An elastic node's primary tenant is idle by construction: it is harvestable whole (the agent keeps a
-small reserve), is in class ``elastic`` and carries the YARN label ``elastic``. A revoked node is
+small reserve), is in class ``elastic`` and carries the YARN label ``elastic``. The set may name each
+node's *pool* (``pools: {node: "elastic:<entity>"}``, the tenant of ``harvest ras export`` and the
+``pool`` of ``harvest ras revocations``): while the node is lent out, its reports count for that
+tenant (history, re-clustering, reimage rates), so its idle utilisation is the pool's CPU history and
+the pool is clustered and placed in the grid like any tenant. A revoked node is
 no longer harvestable (no new blocks or containers); its next report reply lists the revocation ids,
 the agent drains it and lists the ids it drained in a later report; the acknowledgement is stored
 and forwarded to the capacity service by ``CapacityLink`` (retried until it is accepted, so none is
@@ -14,7 +18,7 @@ lost when the capacity service is down). ``CapacityLink`` also signals nodes tha
 for ``silent_after_s`` as failed.
 
 State is durable in its own SQLite file (WAL): ``elastic(node)``, ``revocations(id, node, reason,
-state pending|drained|forwarded, times)`` and ``meta(version)``.
+state pending|drained|forwarded, times)``, ``elastic_pool(node, pool)`` and ``meta(version)``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ ELASTIC_CLASS = "elastic"  # class id and YARN label of elastic nodes
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS elastic (node TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS elastic_pool (node TEXT PRIMARY KEY, pool TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS revocations (id INTEGER PRIMARY KEY, node TEXT NOT NULL, reason TEXT NOT NULL,
     state TEXT NOT NULL, received_s REAL NOT NULL, drained_s REAL, forwarded_s REAL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,8 +53,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 MAX_SQLITE_INT = 2**63 - 1
 
 
-def parse_elastic_set(doc: Any) -> tuple[int, list[str], list[tuple[int, str, str]]]:
-    """``{"version": int >= 1, "nodes": [...], "revocations": [{"id", "node", "reason"?}]}``."""
+def parse_elastic_set(doc: Any) -> tuple[int, list[str], list[tuple[int, str, str]], dict[str, str]]:
+    """``{"version": int >= 1, "nodes": [...], "revocations": [{"id", "node", "reason"?}],
+    "pools"?: {node: tenant}}`` -> (version, nodes, revocations, pools)."""
     try:  # SQLite stores integers up to 2^63-1: a larger one would fail after validation (a 500)
         version = check_int(doc.get("version"), "version", minimum=1, maximum=MAX_SQLITE_INT)
     except InputError as exc:
@@ -71,7 +77,17 @@ def parse_elastic_set(doc: Any) -> tuple[int, list[str], list[tuple[int, str, st
             raise RequestError(str(exc), exc.field) from None
         reason = r.get("reason", "")
         out.append((rid, check_name(r.get("node"), f"revocations[{i}].node"), str(reason)[:500]))
-    return version, names, out
+    raw_pools = doc.get("pools", {})
+    if not isinstance(raw_pools, Mapping):
+        raise RequestError("pools: must be an object {node: pool tenant}", "pools")
+    listed = set(names)
+    pools = {}
+    for node, pool in raw_pools.items():
+        field = f"pools[{node!r}]"
+        if check_name(node, field) not in listed:
+            raise RequestError(f"{field}: node {node!r} is not in nodes", field)
+        pools[node] = check_name(pool, field)
+    return version, names, out, pools
 
 
 class ElasticState:
@@ -91,12 +107,18 @@ class ElasticState:
             self.pending: dict[str, tuple[int, ...]] = {}
             for rid, node in pending:
                 self.pending[node] = (*self.pending.get(node, ()), int(rid))
+            pools = dict(self._db.execute("SELECT node, pool FROM elastic_pool").fetchall())
+            revoked = self._revoked_locked()
+            # the tenant a lent node's reports count for (read on every report: a plain dict)
+            self.history_tenant: dict[str, str] = {n: str(p) for n, p in pools.items()
+                                                   if n in self.nodes and n not in revoked}  # fmt: skip
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def apply(self, version: int, nodes: list[str], revocations: list[tuple[int, str, str]]) -> bool:
+    def apply(self, version: int, nodes: list[str], revocations: list[tuple[int, str, str]],
+              pools: Mapping[str, str] | None = None) -> bool:  # fmt: skip
         """Store a newer set (True) or keep the stored one (False: ``version`` is not newer)."""
         now = time.time()
         with self._lock:
@@ -105,6 +127,8 @@ class ElasticState:
             with transaction(self._db) as db:
                 db.execute("DELETE FROM elastic")
                 db.executemany("INSERT INTO elastic(node) VALUES (?)", [(n,) for n in sorted(set(nodes))])
+                db.execute("DELETE FROM elastic_pool")
+                db.executemany("INSERT INTO elastic_pool(node, pool) VALUES (?, ?)", sorted((pools or {}).items()))
                 db.executemany(
                     "INSERT INTO revocations(id, node, reason, state, received_s) VALUES (?, ?, ?, 'pending', ?) "
                     "ON CONFLICT(id) DO NOTHING", [(rid, node, reason, now) for rid, node, reason in revocations])
@@ -134,20 +158,23 @@ class ElasticState:
         with self._lock:
             self._db.execute("UPDATE revocations SET state = 'forwarded', forwarded_s = ? WHERE id = ?",
                              (time.time(), rid))
+        self._load()
 
     def revoked(self) -> frozenset[str]:
         """Nodes taken back: a revocation in progress, or handed over and not lent again since."""
         with self._lock:
-            rows = self._db.execute("SELECT node, state FROM revocations").fetchall()
-            nodes = self.nodes
-        return frozenset(n for n, st in rows if st != "forwarded" or n not in nodes)
+            return self._revoked_locked()
+
+    def _revoked_locked(self) -> frozenset[str]:
+        rows = self._db.execute("SELECT node, state FROM revocations").fetchall()
+        return frozenset(n for n, st in rows if st != "forwarded" or n not in self.nodes)
 
     def to_json(self) -> dict[str, Any]:
         with self._lock:
             revs = self._db.execute("SELECT id, node, reason, state, received_s, drained_s, forwarded_s "
                                     "FROM revocations ORDER BY id").fetchall()  # fmt: skip
         keys = ("id", "node", "reason", "state", "received_s", "drained_s", "forwarded_s")
-        return {"version": self.version, "nodes": sorted(self.nodes),
+        return {"version": self.version, "nodes": sorted(self.nodes), "pools": dict(sorted(self.history_tenant.items())),
                 "revocations": [dict(zip(keys, r, strict=True)) for r in revs]}  # fmt: skip
 
 

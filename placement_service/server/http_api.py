@@ -204,8 +204,8 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         require_token()
         doc = _body()
         if isinstance(doc, dict) and "version" in doc:  # the capacity service's elastic set (elastic.py)
-            version, elastic_nodes, revocations = parse_elastic_set(doc)
-            applied = service.apply_elastic_set(version, elastic_nodes, revocations)
+            version, elastic_nodes, revocations, pools = parse_elastic_set(doc)
+            applied = service.apply_elastic_set(version, elastic_nodes, revocations, pools)
             return _json({"version": service.elastic.version, "applied": applied})
         if not isinstance(doc, dict) or "nodes" not in doc:
             raise RequestError("nodes: required (a list of node names, or null for every node)", "nodes")

@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from placement_service.atomic import atomic_write_text
@@ -305,7 +305,8 @@ class PlacementService:
                         duplicates += 1
                         continue
                     seen[r.node] = r.seq
-                stored.append(r)
+                pool = self.elastic.history_tenant.get(r.node)  # a lent elastic node counts for its pool
+                stored.append(r if pool is None or pool == r.tenant else replace(r, tenant=pool))
             if stored:
                 try:
                     ticket = self.wal.append(encode_frame(stored))
@@ -673,9 +674,10 @@ class PlacementService:
         """Elastic nodes lent to this cluster and not being revoked: the ``elastic`` class."""
         return frozenset(self.elastic.nodes) - self.elastic.revoked()
 
-    def apply_elastic_set(self, version: int, nodes: list[str], revocations: list[tuple[int, str, str]]) -> bool:
+    def apply_elastic_set(self, version: int, nodes: list[str], revocations: list[tuple[int, str, str]],
+                          pools: Mapping[str, str] | None = None) -> bool:  # fmt: skip
         had_elastic = bool(self._lent_elastic())
-        applied = self.elastic.apply(version, nodes, revocations)
+        applied = self.elastic.apply(version, nodes, revocations, pools)
         if applied:
             self.metrics.set("harvest_elastic_version", version)
             self._policy_stale = True

@@ -17,6 +17,11 @@ of ``step_s`` (default one hour); in each step, in order:
    a random surviving replica as source and, when that source has a token, asks the placer for one
    more target given the surviving holders (``existing=``). One replica per block per step.
 
+With a ``PresenceSchedule`` (elastic servers, ``sim/elastic.py``), servers also come and go: at the
+start of each step, before the creations, the step's presence changes are applied through the
+placer's busy flag, so an absent server takes no new replica (first, re-replicated or written from
+it) until it is present again; its replicas stay until a reimage (revocation) wipes them.
+
 Finding the replicas of a reimaged server is a lookup in a server-sorted index of ``rep`` (rebuilt
 when more than ``rebuild_every`` replicas were written since the last build) plus a scan of the
 replicas written since. Every write goes through that log, so no replica is missed.
@@ -53,6 +58,15 @@ class DurabilityConfig:
     def __post_init__(self) -> None:
         if self.days <= 0 or self.blocks < 1 or self.step_s <= 0 or self.repair_blocks_per_hour <= 0:
             raise ValueError("days, blocks, step_s and repair_blocks_per_hour must be > 0")
+
+
+@dataclass(frozen=True)
+class PresenceSchedule:
+    """Servers entering (``present``) or leaving the harvestable set, seconds from the simulation start."""
+
+    time_s: np.ndarray  # float64, ascending
+    server: np.ndarray  # int64 inventory index
+    present: np.ndarray  # bool
 
 
 @dataclass(frozen=True)
@@ -124,11 +138,13 @@ def simulate_durability(
     place_rng: np.random.Generator,
     repair_rng: np.random.Generator,
     on_wipe: Callable[[float, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
+    presence: PresenceSchedule | None = None,
 ) -> DurabilityResult:
     """One (system, replicas) run; ``placer_factory()`` returns a fresh core placer for ``system``.
 
     ``on_wipe(time_s, blocks, servers, lost)``: called at each step with reimages, with every replica
-    they wiped (block and server, one entry per replica) and the blocks lost by it (for analysis)."""
+    they wiped (block and server, one entry per replica) and the blocks lost by it (for analysis).
+    ``presence``: servers that leave and rejoin the placeable set (module docstring)."""
     wall0 = time.perf_counter()
     placer = placer_factory()
     batch = getattr(placer, "place_many_indices", None)  # ReplicaPlacer's batch placement
@@ -149,11 +165,18 @@ def simulate_durability(
     rate_per_step = config.repair_blocks_per_hour * config.step_s / 3600.0
     tokens = np.full(n, rate_per_step)
     relaxed = failed = repairs = max_queue = 0
-    next_block = next_reimage = 0
+    next_block = next_reimage = next_presence = 0
     n_steps = int(np.ceil(total_s / config.step_s))
     progress_every = max(1, n_steps // 12)
     for step in range(n_steps):
         t1 = min(total_s, (step + 1) * config.step_s)
+        # 0. servers leaving or rejoining the placeable set (elastic servers).
+        if presence is not None:
+            stop_p = int(np.searchsorted(presence.time_s, t1, side="left"))
+            for s, here in zip(presence.server[next_presence:stop_p].tolist(),
+                               presence.present[next_presence:stop_p].tolist(), strict=True):  # fmt: skip
+                placer.set_busy(names[s], not here)
+            next_presence = max(next_presence, stop_p)
         # 1. creations.
         stop = int(np.searchsorted(create_t, t1, side="left"))
         if stop > next_block:

@@ -20,7 +20,7 @@ from placement_service.core.selection import SelectionConfig
 from placement_service.core.types import GridCell, Job, ReimageEvents
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
 from placement_service.sim.datacenter import Scaling, SimDatacenter, scale_cpu
-from placement_service.sim.durability import DurabilityConfig, simulate_durability
+from placement_service.sim.durability import DurabilityConfig, PresenceSchedule, simulate_durability
 from placement_service.sim.policy import (
     ClassRouter,
     HdfsSystem,
@@ -207,8 +207,10 @@ def run_durability(
     history_days: float = 7.0,
     systems: Sequence[HdfsSystem] = (HdfsSystem.STOCK, HdfsSystem.H),
     workers: int = 1,
+    presence: PresenceSchedule | None = None,
 ) -> list[Record]:
-    """Durability: one record per (system, replicas, run), the same for any ``workers``."""
+    """Durability: one record per (system, replicas, run), the same for any ``workers``;
+    ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``)."""
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
     grids = system_grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
@@ -232,6 +234,7 @@ def run_durability(
             create_rng=streams.fresh("blocks"),
             place_rng=streams.fresh("placement"),
             repair_rng=streams.fresh("repair"),
+            presence=presence,
         )
         rec: Record = {
             "experiment": "durability", "datacenter": dc.name, "system": system.value,

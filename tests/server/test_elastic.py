@@ -36,6 +36,18 @@ def test_drained_acknowledgements_are_forwarded_once(tmp_path: Path) -> None:
     assert st.apply(4, [], [(5, "n1", "r")]) and st.to_forward() == []  # a re-sent revocation is not reopened
 
 
+def test_pools_name_the_tenant_of_lent_nodes_only(tmp_path: Path) -> None:
+    st = ElasticState(tmp_path / "e.sqlite")
+    assert st.apply(1, ["n1", "n2"], [], {"n1": "elastic:unassigned", "n2": "elastic:shared-buffer:hw00"})
+    assert st.history_tenant == {"n1": "elastic:unassigned", "n2": "elastic:shared-buffer:hw00"}
+    assert st.apply(2, ["n2"], [(5, "n1", "MSB down")], {"n2": "elastic:shared-buffer:hw00"})
+    assert st.history_tenant == {"n2": "elastic:shared-buffer:hw00"}  # n1 revoked: its own tenant again
+    st.close()
+    again = ElasticState(tmp_path / "e.sqlite")  # durable
+    assert again.history_tenant == {"n2": "elastic:shared-buffer:hw00"}
+    assert again.to_json()["pools"] == {"n2": "elastic:shared-buffer:hw00"}
+
+
 @pytest.mark.parametrize(("doc", "field"), [
     ({"version": 0, "nodes": []}, "version"),
     ({"version": True, "nodes": []}, "version"),
@@ -43,6 +55,9 @@ def test_drained_acknowledgements_are_forwarded_once(tmp_path: Path) -> None:
     ({"version": 1, "nodes": ["bad name!"]}, "nodes[0]"),
     ({"version": 1, "nodes": [], "revocations": [{"id": "x", "node": "n"}]}, "revocations[0].id"),
     ({"version": 1, "nodes": [], "revocations": [{"id": 1}]}, "revocations[0].node"),
+    ({"version": 1, "nodes": ["n1"], "pools": ["n1"]}, "pools"),
+    ({"version": 1, "nodes": ["n1"], "pools": {"n2": "elastic:unassigned"}}, "pools['n2']"),
+    ({"version": 1, "nodes": ["n1"], "pools": {"n1": "bad pool!"}}, "pools['n1']"),
 ])  # fmt: skip
 def test_bad_elastic_sets_name_the_field(doc: dict[str, object], field: str) -> None:
     with pytest.raises(RequestError) as err:
@@ -82,5 +97,45 @@ def test_elastic_servers_are_a_class_for_jobs_and_a_yarn_queue(tmp_path: Path) -
         assert srv.call("POST", "/v1/jobs/select", job, token=None)[0] == 409
         assert "elastic" in xml.read_text()
         assert srv.call("GET", "/v1/nodes/e0")[1]["harvestable"] is False
+    finally:
+        srv.stop()
+
+
+def test_a_lent_nodes_reports_are_its_pools_history(tmp_path: Path) -> None:
+    """Issue 15: while lent out, an elastic node's (idle) utilisation is the history of its pool
+    tenant (``elastic:<entity>``), which re-clustering then clusters like any tenant; revoked, its
+    reports count for its own tenant again."""
+    import time
+
+    from tests.server.conftest import report, start_server
+
+    srv = start_server(tmp_path / "data", "--compact-interval-s", "1", "--recluster-interval-s", "0")
+    try:
+        now = time.time()
+        before, lent, after = now - 7200, now - 3600, now
+        reps = [report(f"e{i}", "web", before, seq=1, cpu=4.0) for i in range(2)]
+        assert srv.call("POST", "/v1/reports", {"reports": reps})[0] == 202
+        pools = {"e0": "elastic:unassigned", "e1": "elastic:unassigned"}
+        body = {"version": 1, "nodes": ["e0", "e1"], "pools": pools}
+        assert srv.call("PUT", "/v1/harvestable", body)[1]["applied"]
+        reps = [report(f"e{i}", "web", lent, seq=2, cpu=0.16) for i in range(2)]  # idle: 2% of 8 cores
+        assert srv.call("POST", "/v1/reports", {"reports": reps})[0] == 202
+        assert srv.call("GET", "/v1/elastic")[1]["pools"] == body["pools"]
+        revoke = {"version": 2, "nodes": ["e1"], "pools": {"e1": "elastic:unassigned"},
+                  "revocations": [{"id": 1, "node": "e0", "reason": "MSB down"}]}  # fmt: skip
+        assert srv.call("PUT", "/v1/harvestable", revoke)[1]["applied"]
+        reps = [report(f"e{i}", "web", after, seq=3, cpu=0.16) for i in range(2)]
+        assert srv.call("POST", "/v1/reports", {"reports": reps})[0] == 202
+
+        def samples(tenant: str) -> dict[float, tuple[int, float]]:
+            status, doc = srv.call("GET", f"/v1/tenants/{tenant}/samples?since={before - 600}")
+            assert status == 200, doc
+            return {s["slot_start_s"]: (s["reports"], s["cpu_frac"]) for s in doc["samples"]}
+
+        pool, web = samples("elastic:unassigned"), samples("web")
+        assert sorted(n for n, _ in pool.values()) == [1, 2]  # both nodes while lent, then only e1
+        assert all(cpu == pytest.approx(0.02) for _, cpu in pool.values())
+        assert sorted(n for n, _ in web.values()) == [1, 2]  # both before lending, then the revoked e0
+        assert min(web) < min(pool) and max(web) > min(pool)
     finally:
         srv.stop()

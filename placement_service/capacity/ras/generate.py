@@ -1,4 +1,5 @@
-"""Synthetic regions for capacity solving (seeded; the same arguments give the same region).
+"""Synthetic regions for capacity solving, their requests and failures (seeded; the same arguments
+give the same region).
 
 Layout: ``n_msbs`` MSBs split evenly over ``n_datacenters``; racks of ``servers_per_rack``. Hardware
 is heterogeneous across MSBs the way installations happen over time: hardware generation ``g`` of
@@ -10,6 +11,9 @@ Requests: sizes log-uniform from ``min_servers`` to ``max_servers`` (servers), s
 requests plus their estimated buffers fill at most ``fill`` of each hardware type; each may use 1-3 adjacent generations
 (many are satisfiable by several types); half count servers (RRU 1 per server), half value newer
 generations more (RRU = 1 + 0.15 * generation); ``affinity_share`` of them carry a datacenter affinity.
+
+Failures (``generate_outages``): servers failing on their own and whole MSBs going down, as outages
+for ``scenario.replay`` (the Online Mover and re-solves over a year).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import math
 import numpy as np
 
 from placement_service.capacity.ras.domain import Region, Request
+from placement_service.capacity.ras.scenario import Outage
 
 
 def generate_region(
@@ -130,3 +135,49 @@ def generate_requests(
             )
         )
     return tuple(out)
+
+
+# Defaults of the failure process: about LANL system 18's rate (3,997 outages of 1,024 nodes over
+# 2002-2005, ~1.3 per node-year; ``benchmarks/bench_ras_failures.py``) and a few MSB-wide outages
+# (power or network of a whole MSB) a year.
+FAILURES_PER_SERVER_YEAR = 1.0
+REPAIR_MEDIAN_H = 6.0
+MSB_OUTAGES_PER_YEAR = 3.0
+MSB_OUTAGE_MEDIAN_H = 4.0
+
+
+def generate_outages(
+    region: Region,
+    *,
+    days: float = 365.0,
+    failures_per_server_year: float = FAILURES_PER_SERVER_YEAR,
+    repair_median_h: float = REPAIR_MEDIAN_H,
+    msb_outages_per_year: float = MSB_OUTAGES_PER_YEAR,
+    msb_outage_median_h: float = MSB_OUTAGE_MEDIAN_H,
+    seed: int = 0,
+) -> list[Outage]:
+    """``days`` of server outages of ``region`` (seconds from 0), sorted by start.
+
+    Two processes: every server fails on its own (Poisson, ``failures_per_server_year``; repair time
+    log-normal with median ``repair_median_h`` hours, sigma 1), and whole MSBs go down together
+    (Poisson over the region, ``msb_outages_per_year``; a uniformly chosen MSB, every available
+    server of it down for a log-normal time of median ``msb_outage_median_h`` hours, sigma 0.5).
+    Servers unavailable in the region (``available`` false) never fail again: they are down already.
+    """
+    if days <= 0 or failures_per_server_year < 0 or msb_outages_per_year < 0:
+        raise ValueError("days must be > 0 and failure rates >= 0")
+    rng = np.random.default_rng([seed, 15])
+    span_s = days * 86400.0
+    out: list[Outage] = []
+    live = np.flatnonzero(region.available)
+    counts = rng.poisson(failures_per_server_year * days / 365.0, len(live))
+    for i, k in zip(live.tolist(), counts.tolist(), strict=True):
+        for start in np.sort(rng.uniform(0.0, span_s, k)).tolist():
+            dur = 3600.0 * repair_median_h * float(rng.lognormal(0.0, 1.0))
+            out.append(Outage(region.server[i], start, start + max(60.0, dur)))
+    for _ in range(int(rng.poisson(msb_outages_per_year * days / 365.0))):
+        start = float(rng.uniform(0.0, span_s))
+        msb = int(rng.integers(0, len(region.msb_names)))
+        end = start + max(60.0, 3600.0 * msb_outage_median_h * float(rng.lognormal(0.0, 0.5)))
+        out.extend(Outage(region.server[i], start, end) for i in live[region.msb[live] == msb].tolist())
+    return sorted(out, key=lambda o: (o.start_s, o.server))

@@ -29,7 +29,14 @@ from typing import Any
 from placement_service.capacity import CapacityError
 from placement_service.capacity.ras import io
 from placement_service.capacity.ras.check import check_plan
-from placement_service.capacity.ras.domain import SHARED_BUFFER_PREFIX, Problem, Region, Request
+from placement_service.capacity.ras.domain import (
+    ELASTIC_TENANT_PREFIX,
+    SHARED_BUFFER_PREFIX,
+    UNASSIGNED,
+    Problem,
+    Region,
+    Request,
+)
 from placement_service.capacity.ras.online import emergency_grant, online_move
 from placement_service.capacity.ras.plan import replan
 from placement_service.capacity.ras.solve import solve
@@ -219,7 +226,8 @@ class CapacityLoop:
         return sorted(set(self.cluster_of.values()))
 
     def elastic_set(self, cluster: str) -> dict[str, Any]:
-        """What the cluster's placement service gets: version, harvestable nodes, pending revocations."""
+        """What the cluster's placement service gets: version, harvestable nodes, each node's pool
+        (``elastic:<entity>``, the tenant its reports count for there), pending revocations."""
         with self._lock:
             failed = self.store.failed()
             assignment = self.assignment()
@@ -228,6 +236,7 @@ class CapacityLoop:
             nodes = sorted(s for s, c in self.cluster_of.items() if c == cluster and s not in failed
                            and s not in gone and s in assignment and elastic(assignment[s]))  # fmt: skip
             return {"version": self.version, "nodes": nodes, "cluster": cluster,
+                    "pools": {s: f"{ELASTIC_TENANT_PREFIX}{assignment[s] or UNASSIGNED}" for s in nodes},
                     "revocations": [{"id": r["id"], "node": r["server"], "reason": r["reason"]} for r in pending]}
 
     def ack(self, revocation_id: int) -> dict[str, Any]:

@@ -76,6 +76,10 @@ def test_mover_replaces_a_failed_msb_and_revokes_elastic_servers(loop: CapacityL
     for cluster in ("c1", "c2"):
         body = loop.elastic_set(cluster)
         assert not set(body["nodes"]) & set(result["revoked"])
+        # each lent node's pool: the tenant its reports count for in the placement service
+        assignment = loop.assignment()
+        assert set(body["pools"]) == set(body["nodes"])
+        assert all(body["pools"][n] == f"elastic:{assignment[n] or 'unassigned'}" for n in body["nodes"])
         assert {r["node"] for r in body["revocations"]} == {r["server"] for r in pending if r["cluster"] == cluster}
     first = pending[0]["id"]
     assert loop.ack(first)["state"] == "acked" and not loop.ack(first)["changed"]  # idempotent
