@@ -39,6 +39,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--schedule-step-s", type=finite_float, default=300.0,
                    help="time step of the scheduling simulation (default 300 s: minutes for a 5,000-server month; "
                         "the simulator's own default is 60 s)")
+    p.add_argument("--name", help="the datacenter's name in the report and figures (default: the utilization file's "
+                                  "folder for 'mydc/utilization.parquet', else the file's name)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="processes for the simulation points (default: this machine's cores)")
     p.set_defaults(func=_whatif)
@@ -60,7 +62,7 @@ def _whatif(args: argparse.Namespace) -> int:
     config = WhatIfConfig(level_step=args.level_step, history_days=args.history_days, runs=args.runs,
                           seed=args.seed, durability_blocks=args.durability_blocks,
                           durability_days=args.durability_days, schedule_step_s=args.schedule_step_s,
-                          workers=args.workers)
+                          workers=args.workers, name=args.name)
     run_whatif(utilization=args.utilization, inventory=args.inventory, reimages=args.reimages, out=out,
                config=config, jobs=args.jobs)
     return 0

@@ -62,6 +62,14 @@ class WhatIfConfig:
     # to minutes; within a step every node's agent still decides once a second until it kills nothing.
     schedule_step_s: float = 300.0
     workers: int = 1  # processes for the simulation points
+    name: str | None = None  # the datacenter's name in the report and figures (default: datacenter_name)
+
+
+def datacenter_name(utilization: str | Path) -> str:
+    """The name figures and the report give the data: the file's stem, or its folder's name when
+    the file has the generic name of ``harvest import`` (``mydc/utilization.parquet`` -> ``mydc``)."""
+    path = Path(utilization).resolve()
+    return path.parent.name if path.stem == "utilization" and path.parent.name else path.stem
 
 
 def levels_around(u0: float, step: float) -> list[float]:
@@ -105,7 +113,8 @@ def run_whatif(
         progress(f"[{k}/{steps}] {what} ({time.perf_counter() - t0:.0f} s so far)")
 
     step(1, "loading the data")
-    dc = dcm.load_datacenter(utilization, inventory, None, name=Path(utilization).stem)
+    name = config.name or datacenter_name(utilization)
+    dc = dcm.load_datacenter(utilization, inventory, None, name=name)
     days = dc.series.n_slots * dc.series.interval_s / DAY_S
     sim_days = days - config.history_days
     if sim_days < 1.0:
@@ -117,7 +126,7 @@ def run_whatif(
     levels = levels_around(u0, config.level_step)
     level_arg = ",".join(f"{x:g}" for x in levels)
     reserve = reserve_fraction(dc.series.cpu, dc.tenant_cores())
-    common = ["--utilization", utilization, "--inventory", inventory, "--runs", str(config.runs),
+    common = ["--utilization", utilization, "--inventory", inventory, "--name", name, "--runs", str(config.runs),
               "--seed", str(config.seed), "--history-days", f"{config.history_days:g}"]
 
     reimage_note = f"the reimage log {reimages}"
@@ -177,7 +186,7 @@ def run_whatif(
     docs = {name: json.loads((out / name / "results.json").read_text())
             for name in ("schedule", "durability", "availability")}
     text = render_report(
-        title=Path(utilization).name, dc_summary={
+        title=name, dc_summary={
             "servers": dc.n_servers, "tenants": dc.n_tenants, "days": days, "u0": u0, "levels": levels,
             "interval_s": dc.series.interval_s, "median_cores": float(np.median(dc.inventory.cores)),
         }, classes=classes, docs=docs, reserve_frac=reserve, reimage_note=reimage_note,

@@ -48,6 +48,9 @@ def test_whatif_writes_a_report_whose_numbers_are_the_simulations(tmp_path, caps
     for link in re.findall(r"\]\(([^)]+\.png)\)", report):
         assert (out / link).is_file(), link
     assert "synthetic reimages" in report  # no --reimages: said so
+    # Named after the data's folder (not "utilization"), in the report and the results.
+    assert report.startswith("# What-if report: dc\n")
+    assert json.loads((out / "durability" / "results.json").read_text())["datacenter"] == "dc"
     # The job-time table holds the schedule simulation's own means.
     sched = json.loads((out / "schedule" / "results.json").read_text())["records"]
     pt = [r for r in sched if r["system"] == "YARN-PT"]
