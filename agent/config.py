@@ -68,6 +68,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("busy_clear_margin_cores", float, 0.5, "busy clears only this far below the threshold"),
     Setting("datanode_pattern", str, "org.apache.hadoop.hdfs.server.datanode.DataNode",
             "substring of the DataNode's command line"),
+    Setting("hadoop_daemon_patterns", list, ["org.apache.hadoop.yarn.server.nodemanager.NodeManager"],
+            "substrings of the command lines of Hadoop daemons other than the DataNode; their CPU is not "
+            "primary load (the NodeManager's comes with container launches)"),
     Setting("secondary_cgroups", list, [], "cgroup path prefixes whose processes are secondary"),
     Setting("container_cores", float, 0.0, "local mode: cores allocated per container (0: use usage)"),
     Setting("scope_root_pid", int, None, "measure only this process tree as the node (tests, slices)", True),
@@ -153,6 +156,7 @@ class AgentConfig:
     rm_reclaim_wait_s: float = 3.0
     scheduler_check_grace_s: float = 5.0
     cgroup: str | None = None
+    hadoop_daemon_patterns: tuple[str, ...] = ("org.apache.hadoop.yarn.server.nodemanager.NodeManager",)
 
 
 def _coerce(setting: Setting, value: Any, source: str) -> Any:
@@ -337,5 +341,6 @@ def as_dict(config: AgentConfig) -> dict[str, Any]:
     out = dataclasses.asdict(config)
     out["mode"] = config.mode.value
     out["secondary_cgroups"] = list(config.secondary_cgroups)
+    out["hadoop_daemon_patterns"] = list(config.hadoop_daemon_patterns)
     out["datanode_dirs"] = list(config.datanode_dirs)
     return out
