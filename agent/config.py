@@ -94,6 +94,8 @@ SETTINGS: tuple[Setting, ...] = (
             "preemption on Hadoop 3.3+, else local kill) | rm | local"),
     Setting("rm_reclaim_timeout_ms", int, 0, "overCommitTimeout of every node-resource write on the RM "
             "path (once set it sticks in the RM until the node re-registers)"),
+    Setting("rm_check_interval_s", float, 30.0, "at most this often, the node size the RM holds is read "
+            "and written again if the RM lost it (a NodeManager restart resets it)"),
     Setting("rm_reclaim_wait_s", float, 3.0, "RM path: kill locally when the RM has not killed by then"),
     Setting("scheduler_check_grace_s", float, 5.0, "a container first seen this long after the node size "
             "was set, that takes the allocation above it, means the scheduler ignores the size"),
@@ -157,6 +159,7 @@ class AgentConfig:
     scheduler_check_grace_s: float = 5.0
     cgroup: str | None = None
     hadoop_daemon_patterns: tuple[str, ...] = ("org.apache.hadoop.yarn.server.nodemanager.NodeManager",)
+    rm_check_interval_s: float = 30.0
 
 
 def _coerce(setting: Setting, value: Any, source: str) -> Any:

@@ -56,7 +56,7 @@ class Agent:
             yarn_sync = YarnSync(self.yarn_client, self._node_id, config.overcommit_timeout_ms,
                                  config.dynamic_resources_xml, self.metrics, self.throttle,
                                  reclaim=config.reclaim, rm_reclaim_timeout_ms=config.rm_reclaim_timeout_ms,
-                                 clock=clock)
+                                 check_interval_s=config.rm_check_interval_s, clock=clock)
         self.executor = Executor(config.state_dir, self.metrics, kill_grace_s=config.kill_grace_s,
                                  heartbeat_s=config.heartbeat_s, yarn=yarn_sync,
                                  rm_reclaim_wait_s=config.rm_reclaim_wait_s)
@@ -321,7 +321,7 @@ class Agent:
             out["datanode"] = {"cores": round(view.datanode_cpu_cores, 3),
                                "memory_mb": round(view.datanode_memory_mb, 1)}
             out["hadoop_daemons"] = {"cores": round(view.daemon_cpu_cores, 3),
-                                     "note": "NodeManager CPU: not primary load; its memory is"}
+                                     "note": "NodeManager CPU (hadoop_daemon_patterns), not primary load; its memory stays primary"}
             out["containers"] = [
                 {"id": c.container_id, "cores": round(c.cpu_cores, 3), "memory_mb": round(c.memory_mb, 1),
                  "alloc_cores": c.alloc_cores, "alloc_memory_mb": c.alloc_memory_mb,
