@@ -68,6 +68,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("busy_clear_margin_cores", float, 0.5, "busy clears only this far below the threshold"),
     Setting("datanode_pattern", str, "org.apache.hadoop.hdfs.server.datanode.DataNode",
             "substring of the DataNode's command line"),
+    Setting("hadoop_daemon_patterns", list, ["org.apache.hadoop.yarn.server.nodemanager.NodeManager"],
+            "substrings of the command lines of Hadoop daemons other than the DataNode; their CPU is not "
+            "primary load (the NodeManager's comes with container launches)"),
     Setting("secondary_cgroups", list, [], "cgroup path prefixes whose processes are secondary"),
     Setting("container_cores", float, 0.0, "local mode: cores allocated per container (0: use usage)"),
     Setting("scope_root_pid", int, None, "measure only this process tree as the node (tests, slices)", True),
@@ -91,6 +94,8 @@ SETTINGS: tuple[Setting, ...] = (
             "preemption on Hadoop 3.3+, else local kill) | rm | local"),
     Setting("rm_reclaim_timeout_ms", int, 0, "overCommitTimeout of every node-resource write on the RM "
             "path (once set it sticks in the RM until the node re-registers)"),
+    Setting("rm_check_interval_s", float, 30.0, "at most this often, the node size the RM holds is read "
+            "and written again if the RM lost it (a NodeManager restart resets it)"),
     Setting("rm_reclaim_wait_s", float, 3.0, "RM path: kill locally when the RM has not killed by then"),
     Setting("scheduler_check_grace_s", float, 5.0, "a container first seen this long after the node size "
             "was set, that takes the allocation above it, means the scheduler ignores the size"),
@@ -153,6 +158,8 @@ class AgentConfig:
     rm_reclaim_wait_s: float = 3.0
     scheduler_check_grace_s: float = 5.0
     cgroup: str | None = None
+    hadoop_daemon_patterns: tuple[str, ...] = ("org.apache.hadoop.yarn.server.nodemanager.NodeManager",)
+    rm_check_interval_s: float = 30.0
 
 
 def _coerce(setting: Setting, value: Any, source: str) -> Any:
@@ -337,5 +344,6 @@ def as_dict(config: AgentConfig) -> dict[str, Any]:
     out = dataclasses.asdict(config)
     out["mode"] = config.mode.value
     out["secondary_cgroups"] = list(config.secondary_cgroups)
+    out["hadoop_daemon_patterns"] = list(config.hadoop_daemon_patterns)
     out["datanode_dirs"] = list(config.datanode_dirs)
     return out

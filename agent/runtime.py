@@ -42,6 +42,7 @@ class Agent:
         self.policy = Policy.from_config(config)
         self.state = DecideState()
         self.sampler = sampler or PsutilSampler(datanode_pattern=config.datanode_pattern,
+                                                daemon_patterns=config.hadoop_daemon_patterns,
                                                 secondary_cgroups=config.secondary_cgroups,
                                                 scope_root_pid=config.scope_root_pid,
                                                 cgroup=config.cgroup)
@@ -55,7 +56,7 @@ class Agent:
             yarn_sync = YarnSync(self.yarn_client, self._node_id, config.overcommit_timeout_ms,
                                  config.dynamic_resources_xml, self.metrics, self.throttle,
                                  reclaim=config.reclaim, rm_reclaim_timeout_ms=config.rm_reclaim_timeout_ms,
-                                 clock=clock)
+                                 check_interval_s=config.rm_check_interval_s, clock=clock)
         self.executor = Executor(config.state_dir, self.metrics, kill_grace_s=config.kill_grace_s,
                                  heartbeat_s=config.heartbeat_s, yarn=yarn_sync,
                                  rm_reclaim_wait_s=config.rm_reclaim_wait_s)
@@ -319,6 +320,8 @@ class Agent:
                               "memory_mb": view.primary_memory_mb}
             out["datanode"] = {"cores": round(view.datanode_cpu_cores, 3),
                                "memory_mb": round(view.datanode_memory_mb, 1)}
+            out["hadoop_daemons"] = {"cores": round(view.daemon_cpu_cores, 3),
+                                     "note": "NodeManager CPU (hadoop_daemon_patterns), not primary load; its memory stays primary"}
             out["containers"] = [
                 {"id": c.container_id, "cores": round(c.cpu_cores, 3), "memory_mb": round(c.memory_mb, 1),
                  "alloc_cores": c.alloc_cores, "alloc_memory_mb": c.alloc_memory_mb,

@@ -1,7 +1,8 @@
 """Stage 1, sample: whole-node and per-process CPU and memory with psutil.
 
 A process is *secondary* when its environment carries ``CONTAINER_ID`` (every process of a YARN
-container does) or its cgroup path starts with a configured prefix. Reading a process's environment
+container does) or its cgroup path starts with a configured prefix. The DataNode and the other Hadoop
+daemons (``daemon_patterns``: the NodeManager) are matched by command line and tracked apart. Reading a process's environment
 is the expensive part, so it is read once per process: the cache is keyed by pid and checked
 against the process's start time, and only secondary, DataNode and (in scope mode) in-scope
 processes are read again on later ticks (one ``/proc/<pid>/stat`` + ``statm`` each).
@@ -42,6 +43,7 @@ class ProcessUsage:
     memory_mb: float  # resident set size
     container_id: str | None  # None: not a secondary process
     datanode: bool
+    hadoop_daemon: bool = False  # another Hadoop daemon (the NodeManager): its CPU is not primary load
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class _Entry:
     container_id: str | None
     datanode: bool
     pgid: int = 0
+    daemon: bool = False
     last_cpu_s: float = 0.0
     last_t: float = 0.0
 
@@ -91,12 +94,14 @@ class PsutilSampler:
         self,
         *,
         datanode_pattern: str = "",
+        daemon_patterns: Iterable[str] = (),
         secondary_cgroups: Iterable[str] = (),
         scope_root_pid: int | None = None,
         cgroup: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.datanode_pattern = datanode_pattern
+        self.daemon_patterns = tuple(p for p in daemon_patterns if p)
         self.secondary_cgroups = tuple(secondary_cgroups)
         self.scope_root_pid = scope_root_pid
         self.cgroup = cgroup  # a cgroup v2 directory that is the node (see agent.cgroup)
@@ -146,11 +151,13 @@ class PsutilSampler:
                 entry.container_id = None
             if entry.container_id is None and self.secondary_cgroups:
                 entry.container_id = _container_from_cgroups(pid, self.secondary_cgroups)
-            if self.datanode_pattern and entry.container_id is None:
+            if (self.datanode_pattern or self.daemon_patterns) and entry.container_id is None:
                 try:
-                    entry.datanode = self.datanode_pattern in " ".join(proc.cmdline())
+                    cmdline = " ".join(proc.cmdline())
                 except (psutil.AccessDenied, psutil.ZombieProcess):
-                    entry.datanode = False
+                    cmdline = ""
+                entry.datanode = bool(self.datanode_pattern) and self.datanode_pattern in cmdline
+                entry.daemon = not entry.datanode and any(p in cmdline for p in self.daemon_patterns)
         except psutil.NoSuchProcess:
             entry.proc = None
 
@@ -209,7 +216,7 @@ class PsutilSampler:
         scope_cpu = scope_mem = 0.0
         for pid, entry in list(self._cache.items()):
             in_scope = scope is not None and pid in scope
-            tracked = entry.container_id is not None or entry.datanode or in_scope
+            tracked = entry.container_id is not None or entry.datanode or entry.daemon or in_scope
             if not tracked or entry.proc is None:
                 continue
             try:
@@ -236,9 +243,9 @@ class PsutilSampler:
             if in_scope:
                 scope_cpu += cpu_cores
                 scope_mem += rss_mb
-            if entry.container_id is not None or entry.datanode:
+            if entry.container_id is not None or entry.datanode or entry.daemon:
                 processes.append(ProcessUsage(pid, entry.pgid, entry.create_time, cpu_cores, rss_mb,
-                                              entry.container_id, entry.datanode))
+                                              entry.container_id, entry.datanode, entry.daemon))
 
         if self.cgroup is None:
             busy_s = self._node_busy_s()

@@ -7,7 +7,8 @@ REST shapes (Hadoop's ResourceManagerRest / NodeManagerRest documents):
 - ``POST {rm}/ws/v1/cluster/containers/{id}/signal/{GRACEFUL_SHUTDOWN|FORCEFUL_SHUTDOWN}``;
 - ``GET {nm}/ws/v1/node/containers`` -> ``{"containers": {"container": [{"id", "state", ...}]}}``;
 - ``GET {nm}/ws/v1/node/info`` -> ``{"nodeInfo": {"id": "host:port", ...}}``;
-- ``GET {rm}/ws/v1/cluster/info`` -> ``{"clusterInfo": {"hadoopVersion": "3.3.6", ...}}``.
+- ``GET {rm}/ws/v1/cluster/info`` -> ``{"clusterInfo": {"hadoopVersion": "3.3.6", ...}}``;
+- ``GET {rm}/ws/v1/cluster/nodes/{nodeId}`` -> ``{"node": {"totalResource": {"memory", "vCores"}, ...}}``.
 
 The node-resource body is sent **unwrapped**: on a real 3.3.6 the same fields wrapped in
 ``{"resourceOption": {...}}`` answer 200 and set the node to 0 MB / 0 vcores. The RM applies this
@@ -149,6 +150,16 @@ class YarnClient:
         if not isinstance(version, str) or not version:
             raise YarnError("ResourceManager /ws/v1/cluster/info has no clusterInfo.hadoopVersion")
         return version
+
+    def node_total(self, node_id: str, timeout_s: float | None = None) -> tuple[int, int]:
+        """``GET {rm}/ws/v1/cluster/nodes/{id}`` -> ``node.totalResource`` as (memory MB, vcores)."""
+        data = self._get_json(f"{self.rm_url}/ws/v1/cluster/nodes/{urllib.parse.quote(node_id, safe='')}",
+                              timeout_s)
+        try:
+            total = data["node"]["totalResource"]
+            return int(total["memory"]), int(total["vCores"])
+        except (KeyError, TypeError, ValueError):
+            raise YarnError("ResourceManager node answer has no node.totalResource") from None
 
     # -- NodeManager ---------------------------------------------------------------------------
     def _get_json(self, url: str, timeout_s: float | None) -> Any:

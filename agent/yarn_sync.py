@@ -10,6 +10,12 @@ Over-commit timeout, handled deliberately: in the RM the first timeout >= 0 writ
 node's current size is a no-op that does not re-arm it. So on the RM path every write carries the
 same ``rm_reclaim_timeout_ms`` (no write pretends that ``-1`` still means "never kill"), and a
 reclaim whose size equals the size the RM holds is sent 1 MB smaller, so the RM acts on it.
+
+The RM forgets a written size when the NodeManager re-registers (a restart): the node is back at the
+NM's configured total (seen on a real 3.3.6), while the agent would skip every write of the size it
+believes applied. So at most every ``check_interval_s``, while nothing else is to be written, the
+thread reads the node's ``totalResource`` (``GET /ws/v1/cluster/nodes/{id}``) and writes the
+applied size again when the RM holds another one.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class _YarnWork:
     applied: tuple[int, int] | None = None
     applied_at_s: float | None = None
     remote_kills: list[str] = field(default_factory=list)
+    check: bool = False  # read the RM's node size and write ours again if it differs
 
 
 class YarnSync:
@@ -42,7 +49,7 @@ class YarnSync:
 
     def __init__(self, client: YarnClient, node_id: Callable[[], str], overcommit_timeout_ms: int,
                  dynamic_xml: str | None, metrics: Metrics, throttle: Throttle, *, reclaim: str = "local",
-                 rm_reclaim_timeout_ms: int = 0, version_retry_s: float = 60.0,
+                 rm_reclaim_timeout_ms: int = 0, version_retry_s: float = 60.0, check_interval_s: float = 30.0,
                  clock: Callable[[], float] = time.time) -> None:
         self.client = client
         self._node_id = node_id
@@ -53,6 +60,9 @@ class YarnSync:
         self.reclaim_setting = reclaim
         self.rm_reclaim_timeout_ms = rm_reclaim_timeout_ms
         self.version_retry_s = version_retry_s
+        self.check_interval_s = check_interval_s
+        self._checked_s = time.monotonic()
+        self.rewrites = 0  # the RM had lost the applied size (NodeManager re-registered): written again
         self._clock = clock
         self.hadoop_version: str | None = None
         self._version_tried_s = -float("inf")
@@ -70,6 +80,10 @@ class YarnSync:
         with self._cond:
             if self._work.applied == (memory_mb, vcores) and self._work.desired is None:
                 self.metrics.inc("yarn_writes_skipped_total")
+                if time.monotonic() - self._checked_s >= self.check_interval_s:
+                    self._checked_s = time.monotonic()
+                    self._work.check = True
+                    self._cond.notify()
                 return
             if self._work.reclaim and self._work.desired is not None:
                 return  # a reclaim not yet written is not overtaken by a plain update
@@ -135,18 +149,22 @@ class YarnSync:
         self._detect_version()
         while True:
             with self._cond:
-                while not self._stop and self._work.desired is None and not self._work.remote_kills:
+                while (not self._stop and self._work.desired is None and not self._work.remote_kills
+                       and not self._work.check):
                     self._cond.wait()
                 if self._stop:
                     return
                 desired, kills, reclaim = self._work.desired, self._work.remote_kills, self._work.reclaim
                 self._work.desired, self._work.remote_kills, self._work.reclaim = None, [], False
+                check, self._work.check = self._work.check, False
             self._detect_version()
             for cid in kills:
                 try:
                     self.client.signal_container(cid, "FORCEFUL_SHUTDOWN")
                 except YarnError as exc:
                     self._error("yarn_signal", exc)
+            if desired is None and check:
+                desired = self._lost_size()
             if desired is None:
                 continue
             if desired == self.applied():
@@ -168,6 +186,26 @@ class YarnSync:
                 if reclaim:
                     self.reclaim_failures += 1
                 self._error("yarn_node_resource", exc)  # desired is offered again on the next tick
+
+    def _lost_size(self) -> tuple[int, int] | None:
+        """The applied size when the RM holds another one for the node (else None)."""
+        applied = self.applied()
+        if applied is None:
+            return None
+        try:
+            held = self.client.node_total(self._node_id())
+        except (YarnError, OSError) as exc:
+            self._error("yarn_node_read", exc)
+            return None
+        if held == applied:
+            return None
+        logger.warning("the ResourceManager holds %s MB / %s vcores for the node, not the %s MB / %s vcores "
+                       "written (the NodeManager re-registered?): writing it again", held[0], held[1], *applied)
+        self.rewrites += 1
+        self.metrics.inc("yarn_rewrites_total")
+        with self._cond:
+            self._work.applied = None  # so the write below is not skipped as a no-op
+        return applied
 
     def _write_dynamic(self, node: str, desired: tuple[int, int]) -> None:
         assert self.dynamic_xml is not None

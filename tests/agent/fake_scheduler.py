@@ -66,6 +66,7 @@ class SimNode:
     overcommit_timeout_ms: int = -1  # sticky once >= 0 (3.3+)
     overcommit_deadline_s: float | None = None
     containers: dict[str, SimContainer] = field(default_factory=dict)
+    registered: tuple[int, int] = (0, 0)  # the NodeManager's configured total (memory MB, vcores)
 
     def used(self) -> tuple[int, int]:
         live = [c for c in self.containers.values() if c.state == "RUNNING"]
@@ -104,7 +105,7 @@ class FakeScheduler:
     # -- nodes -----------------------------------------------------------------------------------
     def add_node(self, node_id: str, memory_mb: int, vcores: int) -> SimNode:
         with self.lock:
-            node = self.nodes[node_id] = SimNode(node_id, memory_mb, vcores)
+            node = self.nodes[node_id] = SimNode(node_id, memory_mb, vcores, registered=(memory_mb, vcores))
             return node
 
     def update_node_resource(self, node_id: str, memory_mb: int, vcores: int, timeout_ms: int) -> None:
@@ -124,9 +125,13 @@ class FakeScheduler:
                 node.overcommit_deadline_s = None
 
     def reregister(self, node_id: str) -> None:
-        """A NodeManager restart: the sticky timeout is gone."""
+        """A NodeManager restart: the sticky timeout is gone and the node is back at the NodeManager's
+        configured total (a real 3.3.6 forgot the size written through the RM)."""
         with self.lock:
-            self.nodes[node_id].overcommit_timeout_ms = -1
+            node = self.nodes[node_id]
+            node.overcommit_timeout_ms = -1
+            node.overcommit_deadline_s = None
+            node.memory_mb, node.vcores = node.registered
 
     def _overcommitted(self, node: SimNode) -> bool:
         used_mb, used_vcores = node.used()

@@ -98,6 +98,8 @@ class FakeResourceManager(_Server):
     """The RM's REST calls the agent and the service make, answering as a real 3.3.6 (or 3.2.1) does.
 
     - ``GET /ws/v1/cluster/info``: ``clusterInfo.hadoopVersion`` / ``resourceManagerVersion``;
+    - ``GET /ws/v1/cluster/nodes/{id}``: ``node.totalResource``; ``reregister`` (a NodeManager
+      restart) puts the node back at the NM's configured total, as a real 3.3.6 did;
     - ``POST .../nodes/{id}/resource``: the unwrapped ``{"resource": {...}, "overCommitTimeout": ms}``
       applies; a body wrapped in ``{"resourceOption": {...}}`` answers 200 and sets the node to 0 MB /
       0 vcores; no admin check (any ``user.name`` or none). A registered node (``scheduler``) then
@@ -134,6 +136,16 @@ class FakeResourceManager(_Server):
                 "haState": "ACTIVE", "resourceManagerVersion": version,
                 "resourceManagerBuildVersion": f"{version} from fake by harvest",
                 "hadoopVersion": version, "hadoopBuildVersion": f"{version} from fake by harvest"}}
+        node = re.fullmatch(r"/ws/v1/cluster/nodes/([^/]+)", route)
+        if node:
+            node_id = unquote(node.group(1))
+            sim = self.scheduler.nodes.get(node_id)
+            total = ({"memory": sim.memory_mb, "vCores": sim.vcores} if sim is not None
+                     else self.node_resources.get(node_id))
+            if total is None:
+                return 404, {"RemoteException": {"exception": "NotFoundException",
+                                                 "message": f"nodeId, {node_id}, is not found"}}
+            return 200, {"node": {"id": node_id, "state": "RUNNING", "totalResource": dict(total)}}
         if route == "/ws/v1/cluster/get-node-labels":
             # real 3.2.1: {"nodeLabelInfo":[{"name":"x","exclusivity":"false"}]}, {} when empty
             items = [{"name": n, "exclusivity": str(e).lower()} for n, e in sorted(self.labels.items())]
@@ -142,6 +154,13 @@ class FakeResourceManager(_Server):
             inner = {"nodeLabelInfo": items[0] if len(items) == 1 else items}
             return 200, ({"nodeLabelsInfo": inner} if self.labels_wrapped_get else inner)
         return 404, {"RemoteException": {"message": f"no {path}"}}
+
+    def reregister(self, node_id: str, memory_mb: int, vcores: int) -> None:
+        """The NodeManager restarted: the RM holds its configured total again (and no sticky timeout)."""
+        if node_id in self.scheduler.nodes:
+            self.scheduler.nodes[node_id].registered = (memory_mb, vcores)
+            self.scheduler.reregister(node_id)
+        self.node_resources[node_id] = {"memory": memory_mb, "vCores": vcores}
 
     def _admin(self, path: str) -> tuple[int, Any] | None:
         """The real RM's answer without an admin (3.2.1, ``yarn.admin.acl`` = yarn)."""

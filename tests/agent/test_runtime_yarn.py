@@ -122,3 +122,62 @@ def test_cli_agent_on_hadoop_32_uses_rmadmin_from_path(node, nm, tmp_path):
     finally:
         agent.stop()
         rm.close()
+
+
+NODEMANAGER = "org.apache.hadoop.yarn.server.nodemanager.NodeManager"
+# A NodeManager stand-in: about 0.3 core in short bursts, as a real 3.3.6 NodeManager showed while it
+# launched containers (0.10-0.22 core per second, measured with psutil).
+NM_DAEMON_CODE = r"""
+import sys, time
+print("ready", flush=True)
+while True:
+    end = time.monotonic() + 0.03
+    while time.monotonic() < end:
+        pass
+    time.sleep(0.07)
+"""
+
+
+def _full_node_with_busy_nodemanager(node, nm):
+    env = {k: v for k, v in os.environ.items() if k != "CONTAINER_ID"}
+    node._spawn(NM_DAEMON_CODE, [NODEMANAGER], env)
+    node.primary()  # idle primary tenant
+    cids = [f"container_1700000000000_0003_01_00000{i}" for i in range(2, 5)]
+    for cid in cids:
+        node.container(cid, memory_mb=10)
+        nm.add(cid, 1, 128)  # 3 vcores allocated: the node's whole budget (4 cores - 1 reserved)
+    return cids
+
+
+def test_nodemanager_cpu_is_not_primary_load(node, rm, nm, tmp_path):
+    """On a real 3.3.6 node the NodeManager's own CPU at each container launch (0.1-0.2 core) counted
+    as primary, rounded up to a whole core, and the agent took back the container just started, at
+    every launch. The NodeManager is matched by command line and its CPU kept out of the primary's."""
+    cids = _full_node_with_busy_nodemanager(node, nm)
+    agent = make_agent(node, tmp_path, rm.url, nm.url, capacity_cores="4", reclaim="local",
+                       primary_cpu_noise_cores="0.1")
+    try:
+        run_until(agent, lambda: agent.explain().get("hadoop_daemons", {}).get("cores", 0) > 0.1)
+        for _ in range(12):
+            agent.tick()
+            time.sleep(agent.config.interval_s)
+        explained = agent.explain()
+        assert explained["primary"]["cores"] == 0
+        assert explained["recent_kills"] == []
+        assert all(alive(c.pid) for c in node.children)
+        assert explained["settings"]["hadoop_daemon_patterns"] == [NODEMANAGER]
+    finally:
+        agent.close()
+    assert len(cids) == 3
+
+
+def test_without_the_nodemanager_pattern_its_cpu_kills_a_container(node, rm, nm, tmp_path):
+    """The behaviour before the fix (no daemon pattern): the NodeManager's bursts are primary load."""
+    cids = _full_node_with_busy_nodemanager(node, nm)
+    agent = make_agent(node, tmp_path, rm.url, nm.url, capacity_cores="4", reclaim="local",
+                       primary_cpu_noise_cores="0.1", hadoop_daemon_patterns="")
+    try:
+        run_until(agent, lambda: bool(agent.explain()["recent_kills"]))
+        assert agent.explain()["recent_kills"][0]["container"] == cids[-1]  # the youngest
+    finally:
+        agent.close()

@@ -66,6 +66,18 @@ def test_datanode_is_matched_by_pattern_and_not_secondary(node):
     assert proc.pid == datanode.pid and proc.datanode and proc.container_id is None
 
 
+def test_nodemanager_is_matched_by_pattern_as_a_hadoop_daemon(node):
+    env = {k: v for k, v in os.environ.items() if k != "CONTAINER_ID"}
+    code = "import sys, time\nprint('ready', flush=True)\ntime.sleep(3600)\n"
+    nodemanager = node._spawn(code, ["org.apache.hadoop.yarn.server.nodemanager.NodeManager"], env)
+    sampler = PsutilSampler(scope_root_pid=node.pid, datanode_pattern=DATANODE,
+                            daemon_patterns=["org.apache.hadoop.yarn.server.nodemanager.NodeManager"])
+    (proc,) = sampler.sample().processes
+    assert proc.pid == nodemanager.pid and proc.hadoop_daemon
+    assert not proc.datanode and proc.container_id is None
+    assert PsutilSampler(scope_root_pid=node.pid).sample().processes == ()  # no pattern: plain primary
+
+
 def test_whole_node_mode_excludes_the_agent_itself():
     sampler = PsutilSampler()
     wait_until(lambda: False, 0.2)

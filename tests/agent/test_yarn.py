@@ -142,3 +142,35 @@ def test_sync_with_rm_down_counts_errors_logs_once_and_retries_later(nm, tmp_pat
         assert sync.applied() is None
     finally:
         sync.stop()
+
+
+def test_sync_writes_the_size_again_after_the_nodemanager_re_registered(rm, nm):
+    """On a real 3.3.6 a NodeManager restart put the node back at the NM's configured total (4096 MB /
+    4 vcores) and the agent, believing its size applied, skipped every write of it."""
+    rm.scheduler.add_node(NODE, 8192, 8)
+    metrics = Metrics()
+    sync = YarnSync(client(rm, nm), lambda: NODE, -1, None, metrics, Throttle(60), check_interval_s=0.0)
+    try:
+        sync.want(3000, 3)
+        assert wait_until(lambda: sync.applied() == (3000, 3), 10)
+        assert rm.get(f"/ws/v1/cluster/nodes/{NODE}")[1]["node"]["totalResource"] == {"memory": 3000, "vCores": 3}
+        rm.reregister(NODE, 8192, 8)
+        assert rm.get(f"/ws/v1/cluster/nodes/{NODE}")[1]["node"]["totalResource"] == {"memory": 8192, "vCores": 8}
+        assert wait_until(lambda: (sync.want(3000, 3), rm.node_resources[NODE])[1] == {"memory": 3000, "vCores": 3},
+                          10, step_s=0.05)
+        assert rm.scheduler.nodes[NODE].memory_mb == 3000 and sync.rewrites == 1
+        assert metrics.get("yarn_rewrites_total") == 1
+        posts = len(rm.posts())
+        for _ in range(5):  # the RM holds our size again: reads, no writes
+            sync.want(3000, 3)
+            time.sleep(0.05)
+        assert len(rm.posts()) == posts
+    finally:
+        sync.stop()
+
+
+def test_node_total_reads_the_rm_node_answer(rm, nm):
+    rm.scheduler.add_node(NODE, 4096, 4)
+    assert client(rm, nm).node_total(NODE) == (4096, 4)
+    with pytest.raises(YarnError):
+        client(rm, nm).node_total("nosuch:1")
