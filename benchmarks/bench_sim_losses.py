@@ -96,9 +96,10 @@ def main() -> None:
                     lost_at[b] = t
 
             t0 = time.perf_counter()
-            def factory(system: HdfsSystem = system, grid: dict = grid) -> Placer:  # type: ignore[type-arg]
-                return make_placer(system, dc, grid, seed=Streams(args.seed, run).seed_int("placer"),
-                                   block_size_mb=256.0, busy_hours=hours)
+            placer_seed = streams.seed_int("placer")  # as run_durability
+
+            def factory(system: HdfsSystem = system, grid: dict = grid, placer_seed: int = placer_seed) -> Placer:  # type: ignore[type-arg]
+                return make_placer(system, dc, grid, seed=placer_seed, block_size_mb=256.0, busy_hours=hours)
 
             res = simulate_durability(
                 dc,
