@@ -21,6 +21,7 @@ import json
 import os
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -40,10 +41,16 @@ def main() -> None:
     p.add_argument("--vms-per-tenant", type=int, default=4, help="real traces, correlation/hash grouping")
     p.add_argument("--reimage-days", type=float, default=None,
                    help="length of the generated reimage log (default: the utilization window)")
+    p.add_argument("--data", default=None,
+                   help="a datacenter in files (e.g. from harvest import): DIR/utilization, inventory, reimages")
     p.add_argument("--trace-path", default=None, help="real traces: another file of the same layout (e.g. an excerpt)")
+    p.add_argument("--env-events-x", type=float, default=1.0,
+                   help="multiply the generator's rate of environment-wide reimage events (correlated loss)")
     p.add_argument("--jsonl", default=None, help="append one JSON line per (system, run) to this file")
     p.add_argument("--show", type=int, default=10, help="lost blocks printed in full per run")
     args = p.parse_args()
+
+    from dataclasses import replace
 
     from placement_service.sim.datacenter import from_generated
     from placement_service.sim.durability import DurabilityConfig, simulate_durability
@@ -51,16 +58,27 @@ def main() -> None:
     from placement_service.sim.real import real_sim_datacenter
     from placement_service.sim.run import system_grids, year_of_reimages
     from placement_service.sim.streams import Streams
+    from placement_service.traces.config import GeneratorConfig
     from placement_service.traces.generate import generate_datacenter
 
-    if args.real:
+    base = GeneratorConfig()
+    gen_config = replace(base, correlated_events_per_month=tuple(
+        args.env_events_x * r for r in base.correlated_events_per_month))  # type: ignore[arg-type]
+    if args.data:
+        from placement_service.sim.datacenter import load_datacenter
+
+        def one(stem: str) -> str:
+            return next(str(f) for f in sorted(Path(args.data).glob(f"{stem}.*")))
+
+        dc = load_datacenter(one("utilization"), one("inventory"), one("reimages"), name=Path(args.data).name)
+    elif args.real:
         dc = real_sim_datacenter(
             args.real, n_servers=args.servers, seed=args.dc_seed, grouping=args.grouping,
             vms_per_tenant=args.vms_per_tenant, reimage_days=args.reimage_days,
-            path=args.trace_path,
+            path=args.trace_path, config=gen_config,
         )
     else:
-        gen = generate_datacenter(args.servers, seed=args.dc_seed, reimage_days=args.reimage_days)
+        gen = generate_datacenter(args.servers, seed=args.dc_seed, reimage_days=args.reimage_days, config=gen_config)
         dc = from_generated(gen, f"generated-{args.servers}")
     hist = int(args.history_days * 86400 / dc.series.interval_s)
     grids = system_grids(dc, dc.cpu, hist, args.seed)
@@ -136,9 +154,9 @@ def main() -> None:
                 print(f"  {k} lost: {cause}")
             if args.jsonl:
                 line = {
-                    "datacenter": dc.name, "real": args.real, "trace_path": args.trace_path, "servers": dc.n_servers, "tenants": dc.n_tenants,
+                    "datacenter": dc.name, "real": args.real or args.data, "trace_path": args.trace_path, "servers": dc.n_servers, "tenants": dc.n_tenants,
                     "grouping": args.grouping, "vms_per_tenant": args.vms_per_tenant, "dc_seed": args.dc_seed,
-                    "seed": args.seed, "run": run, "reimage_days": args.reimage_days, "blocks": res.blocks,
+                    "seed": args.seed, "run": run, "env_events_x": args.env_events_x, "reimage_days": args.reimage_days, "blocks": res.blocks,
                     "system": system.value, "lost": res.lost_blocks, "reimages": res.reimages,
                     "reimage_source": schedule.how, "causes": dict(causes), "load": os.getloadavg()[0],
                 }
