@@ -7,14 +7,21 @@ environment reimaged at once), by events in the same grid row, or by separate ev
 repair time? Then a summary per cause.
 
     .venv/bin/python benchmarks/bench_sim_losses.py --real azure --servers 1500 --blocks 300000 [--runs 2]
+
+Options for the harder cases: ``--reimage-days 365`` (a reimage log longer than the utilization
+window), ``--grouping correlation --vms-per-tenant 10`` (few tenants: small grid rows), a small
+``--servers`` (few servers per tenant), ``--dc-seed`` / ``--seed`` (datacenter and run streams).
+``--jsonl FILE`` appends one line per (system, run) with the configuration and its losses.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -27,10 +34,23 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=300_000)
     p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--runs", type=int, default=1)
-    p.add_argument("--systems", default="HDFS-Stock,HDFS-H")
+    p.add_argument("--systems", default="HDFS-Stock,HDFS-H,HDFS-H-hours")
     p.add_argument("--history-days", type=float, default=7.0)
+    p.add_argument("--seed", type=int, default=0, help="run streams: Streams(seed, run), as run_durability")
+    p.add_argument("--grouping", default="vm", choices=["vm", "correlation", "hash"], help="real traces: VMs -> tenants")
+    p.add_argument("--vms-per-tenant", type=int, default=4, help="real traces, correlation/hash grouping")
+    p.add_argument("--reimage-days", type=float, default=None,
+                   help="length of the generated reimage log (default: the utilization window)")
+    p.add_argument("--data", default=None,
+                   help="a datacenter in files (e.g. from harvest import): DIR/utilization, inventory, reimages")
+    p.add_argument("--trace-path", default=None, help="real traces: another file of the same layout (e.g. an excerpt)")
+    p.add_argument("--env-events-x", type=float, default=1.0,
+                   help="multiply the generator's rate of environment-wide reimage events (correlated loss)")
+    p.add_argument("--jsonl", default=None, help="append one JSON line per (system, run) to this file")
     p.add_argument("--show", type=int, default=10, help="lost blocks printed in full per run")
     args = p.parse_args()
+
+    from dataclasses import replace
 
     from placement_service.sim.datacenter import from_generated
     from placement_service.sim.durability import DurabilityConfig, simulate_durability
@@ -38,25 +58,49 @@ def main() -> None:
     from placement_service.sim.real import real_sim_datacenter
     from placement_service.sim.run import system_grids, year_of_reimages
     from placement_service.sim.streams import Streams
+    from placement_service.traces.config import GeneratorConfig
     from placement_service.traces.generate import generate_datacenter
 
-    if args.real:
-        dc = real_sim_datacenter(args.real, n_servers=args.servers, seed=args.dc_seed)
+    base = GeneratorConfig()
+    gen_config = replace(base, correlated_events_per_month=tuple(
+        args.env_events_x * r for r in base.correlated_events_per_month))  # type: ignore[arg-type]
+    if args.data:
+        from placement_service.sim.datacenter import load_datacenter
+
+        def one(stem: str) -> str:
+            return next(str(f) for f in sorted(Path(args.data).glob(f"{stem}.*")))
+
+        dc = load_datacenter(one("utilization"), one("inventory"), one("reimages"), name=Path(args.data).name)
+    elif args.real:
+        dc = real_sim_datacenter(
+            args.real, n_servers=args.servers, seed=args.dc_seed, grouping=args.grouping,
+            vms_per_tenant=args.vms_per_tenant, reimage_days=args.reimage_days,
+            path=args.trace_path, config=gen_config,
+        )
     else:
-        dc = from_generated(generate_datacenter(args.servers, seed=args.dc_seed), f"generated-{args.servers}")
+        gen = generate_datacenter(args.servers, seed=args.dc_seed, reimage_days=args.reimage_days, config=gen_config)
+        dc = from_generated(gen, f"generated-{args.servers}")
     hist = int(args.history_days * 86400 / dc.series.interval_s)
-    grids = system_grids(dc, dc.cpu, hist, 0)
+    grids = system_grids(dc, dc.cpu, hist, args.seed)
     hours = busy_hour_masks(dc, dc.cpu, hist, 2.0 / 3.0)
     inv = dc.inventory
     tenant_of = inv.tenant
     env_of = inv.environment
     print(f"datacenter {dc.name}: {dc.n_servers} servers, {dc.n_tenants} tenants, "
           f"{len(set(inv.environment))} environments; load {os.getloadavg()[0]:.1f}")
+    paper = grids[HdfsSystem.H]
+    for row in range(3):
+        tenants = [t for t, c in paper.items() if c.reimage_row == row]
+        per_col = [sum(1 for t in tenants if paper[t].peak_column == col) for col in range(3)]
+        n_srv = int(np.isin(np.asarray(tenant_of, dtype=object), tenants).sum())
+        envs = len({env_of[i] for i in range(len(tenant_of)) if paper.get(tenant_of[i]) is not None
+                    and paper[tenant_of[i]].reimage_row == row})
+        print(f"grid row {row}: {len(tenants)} tenants (per column {per_col}), {n_srv} servers, {envs} environments")
     for system_name in args.systems.split(","):
         system = HdfsSystem(system_name)
         grid = grids[system]
         for run in range(args.runs):
-            streams = Streams(0, run)
+            streams = Streams(args.seed, run)
             schedule = year_of_reimages(dc, 365.0, streams.get("reimages"))
             history: dict[int, list[tuple[float, int]]] = defaultdict(list)
             lost_at: dict[int, float] = {}
@@ -70,8 +114,10 @@ def main() -> None:
                     lost_at[b] = t
 
             t0 = time.perf_counter()
-            def factory(system: HdfsSystem = system, grid: dict = grid) -> Placer:  # type: ignore[type-arg]
-                return make_placer(system, dc, grid, seed=1, block_size_mb=256.0, busy_hours=hours)
+            placer_seed = streams.seed_int("placer")  # as run_durability
+
+            def factory(system: HdfsSystem = system, grid: dict = grid, placer_seed: int = placer_seed) -> Placer:  # type: ignore[type-arg]
+                return make_placer(system, dc, grid, seed=placer_seed, block_size_mb=256.0, busy_hours=hours)
 
             res = simulate_durability(
                 dc,
@@ -90,7 +136,7 @@ def main() -> None:
                 rows = [c.reimage_row if c else -1 for c in cells]
                 span_h = (max(t for t, _ in wipes) - min(t for t, _ in wipes)) / 3600.0
                 if len(set(envs)) < len(envs):
-                    cause = "replicas shared an environment (relaxed placement)"
+                    cause = "replicas shared an environment"
                 elif span_h <= 1.0:
                     cause = "one step: several environments reimaged within the hour"
                 elif len(set(rows)) < len(rows):
@@ -106,6 +152,16 @@ def main() -> None:
                     print(f"- block {b} lost on day {t_lost / 86400:.1f}: wipes over {span_h:.1f} h: {parts}")
             for cause, k in causes.most_common():
                 print(f"  {k} lost: {cause}")
+            if args.jsonl:
+                line = {
+                    "datacenter": dc.name, "real": args.real or args.data, "trace_path": args.trace_path, "servers": dc.n_servers, "tenants": dc.n_tenants,
+                    "grouping": args.grouping, "vms_per_tenant": args.vms_per_tenant, "dc_seed": args.dc_seed,
+                    "seed": args.seed, "run": run, "env_events_x": args.env_events_x, "reimage_days": args.reimage_days, "blocks": res.blocks,
+                    "system": system.value, "lost": res.lost_blocks, "reimages": res.reimages,
+                    "reimage_source": schedule.how, "causes": dict(causes), "load": os.getloadavg()[0],
+                }
+                with open(args.jsonl, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(line) + "\n")
 
 
 if __name__ == "__main__":

@@ -269,12 +269,14 @@ def real_datacenter(
     min_days: int = 7,
     seed: int = 0,
     config: GeneratorConfig | None = None,
+    reimage_days: float | None = None,
 ) -> GeneratedDatacenter:
     """A datacenter whose primary tenants are the VMs of a public trace (see the module docstring).
 
     ``source``: ``azure`` or ``planetlab`` (guessed from the header when None). ``min_days``: for
     PlanetLab, keep VMs present on at least this many of the ten days. ``tenant_pattern`` of the
-    result is empty: real traces carry no ground truth.
+    result is empty: real traces carry no ground truth. ``reimage_days``: length of the generated
+    reimage log (default: the utilization trace's span), e.g. a year next to Azure's 28 days.
     """
     if servers_per_vm < 1:
         raise ValueError(f"servers_per_vm must be >= 1, got {servers_per_vm}")
@@ -308,7 +310,9 @@ def real_datacenter(
     inventory, server_tenant = build_inventory(sizes, tenant_names, env_of, config, seed)
     interval = infer_interval_s(vm_samples.timestamp_s, vm_samples.factorize("server")[1])
     days = float(vm_samples.timestamp_s.max() - vm_samples.timestamp_s.min() + interval) / DAY_S
-    re_ts, re_server = build_reimages(server_tenant, env_of, days, config, seed)
+    if reimage_days is not None and not reimage_days > 0:
+        raise ValueError(f"reimage_days must be positive, got {reimage_days}")
+    re_ts, re_server = build_reimages(server_tenant, env_of, reimage_days or days, config, seed)
     start = float(vm_samples.timestamp_s.min())
     reimages = ReimageEvents(
         timestamp_s=start + re_ts, server=tuple(np.asarray(inventory.server, dtype=object)[re_server].tolist())
@@ -344,6 +348,7 @@ def real_datacenter(
         tenant_pattern=dict[str, Pattern](),
         days=days,
         interval_s=interval,
+        reimage_days=reimage_days,
     )
 
 
