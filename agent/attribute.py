@@ -28,14 +28,13 @@ from agent.sampler import NodeSample
 _CONTAINER_ID = re.compile(r"^container_(?:e(\d+)_)?(\d+)_(\d+)_(\d+)_(\d+)$")
 
 
-@functools.lru_cache(maxsize=1 << 16)  # parsed once per id: sorted on every tick (and simulated step)
 def is_application_master(container_id: str) -> bool:
     """Container 1 of an application attempt is its ApplicationMaster (YARN numbers it first)."""
-    match = _CONTAINER_ID.match(container_id)
-    return match is not None and int(match.group(5)) == 1
+    key = container_order(container_id)
+    return len(key) > 1 and key[3] == 1
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 16)  # parsed once per id: sorted on every tick (and simulated step)
 def container_order(container_id: str) -> tuple[int, ...]:
     """Sort key from a YARN container id: (cluster start ms, application, attempt, sequence).
 

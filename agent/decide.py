@@ -138,7 +138,7 @@ def _pick_kills(live: list[ContainerView], deficit_cores: float, deficit_mb: flo
 
 
 def damp(current: Any, target: Any, threshold: float, now_s: float, last_change_s: Any,
-         cooldown_until_s: Any, hold_s: float, force_shrink: bool = False) -> Any:
+         cooldown_until_s: Any, hold_s: float, force_shrink: Any = False) -> Any:
     """One resource's advertised value after the damping rules (see module docstring).
 
     Written with operators that act element-wise on numpy arrays (the simulator runs every idle
@@ -160,14 +160,16 @@ def harvestable(capacity: Any, primary: Any, reserve: Any) -> Any:
 def advertise_without_deficit(capacity_cores: np.ndarray, reserve_cores: np.ndarray, primary_cores: np.ndarray,
                               advertised_cores: np.ndarray, last_change_s: np.ndarray,
                               cooldown_until_s: np.ndarray, now_s: float,
-                              policy: Policy) -> tuple[np.ndarray, np.ndarray]:
-    """``decide``'s advertised cores and last-change time for many nodes at once, for nodes with no
-    deficit (so no kill and no forced shrink) whose memory target does not move; the same functions
-    ``decide`` uses. Returns (advertised cores, last change). The simulator's adapter relies on it;
-    its test compares with ``decide`` called node by node."""
+                              policy: Policy, primary_deficit: np.ndarray | bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``decide``'s advertised cores and last-change time for many nodes at once, for nodes that
+    kill nothing this tick and whose memory target does not move: nodes with no deficit, and nodes
+    with no container whose primary alone eats into the reserve (``primary_deficit``: per node, a
+    forced shrink as ``decide`` applies on a deficit). The same functions ``decide`` uses. Returns
+    (advertised cores, last change). The simulator's adapter relies on it; its test compares with
+    ``decide`` called node by node."""
     target = harvestable(capacity_cores, primary_cores, reserve_cores)
     adv = damp(advertised_cores, target, policy.advertise_threshold_cores, now_s, last_change_s,
-               cooldown_until_s, policy.advertise_hold_s).astype(np.int64)
+               cooldown_until_s, policy.advertise_hold_s, primary_deficit).astype(np.int64)
     return adv, np.where(adv != advertised_cores, now_s, last_change_s)
 
 

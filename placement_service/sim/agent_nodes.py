@@ -20,9 +20,10 @@ so the per-round cap limits kills per tick, as on a node, not per step.
 Which servers are asked: a server is asked when its primary + tasks exceed ``cores - reserve`` (a
 deficit), or when its advertised cores differ from the target, except in a cool-down when the
 target is above them (the cool-down holds them). For any other server ``decide`` would return the
-advertised cores unchanged with no kill, so the call is skipped. Asked servers without a deficit
-(no kill possible) go through ``agent.decide.advertise_without_deficit``, the array form of the
-same damping functions ``decide`` calls, all at once; ``test_agent_nodes`` checks both against
+advertised cores unchanged with no kill, so the call is skipped. Asked servers that cannot kill
+(no deficit, or a deficit and no task: the primary alone eats into the reserve) go through
+``agent.decide.advertise_without_deficit``, the array form of the same damping functions
+``decide`` calls, all at once; ``test_agent_nodes`` checks both against
 calling ``decide`` for every server with every container.
 """
 
@@ -138,7 +139,10 @@ class SimAgents:
         if self.ask_all:
             full, idle = servers, servers[:0]
         else:
-            full, idle = servers[deficit[servers]], servers[~deficit[servers]]
+            # A server with a deficit and no task (its primary alone eats into the reserve) kills
+            # nothing either: only its advertised cores shrink, as for the servers without a deficit.
+            kills = deficit[servers] & (used[servers] > 0)
+            full, idle = servers[kills], servers[~kills]
         victims: list[int] = []
         for s in full.tolist():
             tasks = order[bounds[s] : bounds[s + 1]]
@@ -153,6 +157,7 @@ class SimAgents:
                 self.cores[idle], self.reserve[idle], primary_cores[idle], self.advertised[idle],
                 self.last_change_s[idle], self.cooldown_until_s[idle], now_s,
                 self._policy(int(idle[0])),  # for its damping settings, the same on every server
+                deficit[idle],
             )
             self.advertised[idle] = adv
             self.last_change_s[idle] = last
