@@ -21,6 +21,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import psutil
+
 CONTAINER_CODE = r"""
 import sys, time
 mb, burn = int(sys.argv[1]), sys.argv[2] == "1"
@@ -146,6 +148,27 @@ class Node:
     def primary(self, spike_mb: int = 0, spike_threads: int = 0) -> Child:
         env = {k: v for k, v in os.environ.items() if k != "CONTAINER_ID"}
         return self._spawn(PRIMARY_CODE, [str(spike_mb), str(spike_threads)], env)
+
+    def settle(self, max_cores: float = 0.05, timeout_s: float = 30.0) -> None:
+        """Wait until the node's processes, averaged since they started, use under ``max_cores``.
+
+        An agent's first sample charges a young process its average CPU since start (the safe
+        side), so a test that starts an agent right after spawning would see the children's
+        start-up (interpreter, imports) as primary load: 0.1-0.3 core on a busy machine, rounded up
+        to a whole core. Tests that assert the first advertised size wait for this first."""
+        def average_cores() -> float:
+            total = 0.0
+            for pid in [self.pid, *(c.pid for c in self.children)]:
+                try:
+                    proc = psutil.Process(pid)
+                    t = proc.cpu_times()
+                    total += (t.user + t.system) / max(time.time() - proc.create_time(), 1e-3)
+                except psutil.NoSuchProcess:
+                    continue
+            return total
+
+        assert wait_until(lambda: average_cores() < max_cores, timeout_s, step_s=0.1), (
+            f"node processes still average {average_cores():.3f} cores after {timeout_s:g} s")
 
     @staticmethod
     def spike(primary: Child, timeout_s: float = 30.0) -> float:

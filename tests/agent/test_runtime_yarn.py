@@ -52,6 +52,7 @@ def test_yarn_mode_shrinks_node_kills_locally_and_remotely(node, rm, nm, tmp_pat
     for cid in CIDS[:3]:
         nm.add(cid, 1, 384)
     nm.add(CIDS[3], 1, 128, state="LOCALIZING")  # launched, no process yet: the youngest
+    node.settle()  # else the children's start-up can be charged as a core of primary load
     agent = make_agent(node, tmp_path, rm.url, nm.url, reclaim="local")
     try:
         run_until(agent, lambda: NODE_ID in rm.node_resources)
