@@ -124,3 +124,18 @@ def test_cli_plan_pop_k(tmp_path, capsys):
     assert main(["flux", "plan", "--inputs", str(d), "--pop-k", "0", "--out", str(tmp_path / "bad.json")]) == 2
     assert "pop k must be an integer in 1..18" in capsys.readouterr().err
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_parts_on_a_dask_local_cluster_give_the_inline_plan(tight):
+    from placement_service.capacity.pop.execute import connect, map_parts
+
+    inline = flux_pop.solve_pop(tight, 2)
+    client, cluster = connect(None, 1)
+    try:
+        on_dask = flux_pop.solve_pop(tight, 2, runner=map_parts(client, 120.0))
+    finally:
+        client.close()
+        cluster.close()
+    assert on_dask["solver"]["objective"] == pytest.approx(inline["solver"]["objective"], rel=1e-9)
+    assert on_dask["capacity"] == inline["capacity"]
+    assert check(on_dask) == []
