@@ -148,7 +148,8 @@ def traffic_stage(inst: Instance, *, time_limit_s: float = 60.0) -> tuple[np.nda
         cols = model.index.res0 + (np.arange(S)[:, None] * R + np.arange(R)[None, :]) * T + t
         lo[cols[~keep]] = floor_g[~keep]
     model = replace(model, col_lower=lo)
-    status, sol, obj, _bound, wall = solve(model, time_limit_s=time_limit_s)
+    # interior point: 2-3x faster than dual simplex on this small but degenerate model (measured)
+    status, sol, obj, _bound, wall = solve(model, time_limit_s=time_limit_s, method="ipm")
     if sol is None:
         raise PopError(f"the aggregated traffic plan ended '{status}' without a point (time limit {time_limit_s} s?)")
     x = arrays(model, sol)["x"]
