@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--time-limit-s", type=finite_float, default=60.0)
     p.add_argument("--integer-capacity", action="store_true", help="whole RRUs (a MIP; default LP)")
     p.add_argument("--out", required=True)
-    g = p.add_argument_group("POP (partitioned solve; docs/bench/flux.md)")
+    g = p.add_argument_group("POP (partitioned solve; docs/pop.md, measured in docs/bench/flux.md)")
     g.add_argument("--pop-k", type=int, metavar="K",
                    help="solve in K parts instead of one model: traffic shares from the plan with services "
                         "aggregated per class, then the services split at random into K equal groups, each "

@@ -139,7 +139,10 @@ def map_parts(client: Any, timeout_s: float) -> Callable[[Callable[..., Any], An
     every part: the first part that failed or timed out raises, naming its index and reason."""
 
     def run(fn: Callable[..., Any], shared: Any, specs: Sequence[Any], args: tuple[Any, ...]) -> list[Any]:
-        parts, _ = run_parts(client, fn, shared, specs, args, timeout_s=timeout_s)
+        def progress(done: int, total: int, _values: list[Any]) -> None:
+            logger.warning("pop: %d/%d sub-problems done", done, total)
+
+        parts, _ = run_parts(client, fn, shared, specs, args, timeout_s=timeout_s, progress=progress)
         for o in parts:
             if o.error is not None:
                 raise CapacityError(f"sub-problem {o.index} did not finish: {o.error}")

@@ -17,21 +17,26 @@ So POP here runs in two stages:
    residuals); each super-service's residual may go down to the sum of its members' floors (the
    relaxation of netting residuals inside a class). This fixes ``x`` (and so the
    stability and largest-region-share terms) for every part.
-2. **Capacity** (k parts): services are partitioned into k groups (``partition.partition`` weighted
-   by each service's need per hardware type under the fixed traffic, so every part holds about 1/k of
-   every type's demand); every (region, hardware) pool's supply is split over the parts in
-   proportion to their need in that pool (resource splitting; one share per pool for all timesteps,
-   so the transition headroom ``max(supply[t-1], supply[t])`` adds up exactly over the parts). Each
-   part is the unchanged joint model (``plan_model.build`` + ``planner.solve``) over its services
-   with the traffic columns fixed.
+2. **Capacity** (k parts): services are partitioned at random into k equal groups
+   (``partition.partition``: a part's model size grows with its number of services, not their size).
+   Every (region, hardware, t) pool's supply is split over the parts in proportion to each part's
+   need in it under the fixed traffic (its services' least capacity on their baseline hardware), and
+   every transition's headroom ``max(supply[t-1], supply[t])`` in proportion to the parts' need in
+   the upsize phase (``max`` of the needs at t-1 and t), passed to ``plan_model.build`` as
+   ``phase_supply``: the parts' shares add up exactly to the whole's. Each part is the unchanged
+   joint model (``plan_model.build`` + ``planner.solve``) over its services with the traffic columns
+   fixed.
 
 Coalesce: the parts' capacities and residuals are concatenated (every service exactly once), every
 auxiliary column of the full model (deviations, largest share, spare, deficits against the FULL
 supply, downsizes, double occupancy, spare balance) is re-derived at its cheapest value
 (:func:`complete`), and the result is scored with the full model's cost vector, so the objective is
 directly comparable with the single solve's. A part short of supply in a pool where another part
-has spare is netted out by this re-derivation (no repair pass is needed for that); what is left is a
-real deficit of the coalesced plan and shows in ``deficits`` and the checker's verdict.
+has spare is netted out by this re-derivation; what is left is repaired (:func:`repair`): with the
+traffic fixed, regions couple only through the spare-balance objective, so each region left short is
+re-solved whole (every service; the other regions fixed). It happens where the optimum fills a pool
+(regions losing supply), where a fixed share cannot pass one part's room to another. Deficits that
+remain after it are the plan's and show in ``deficits`` and the checker's verdict.
 
 ``k = 1`` skips stage 1: the one part is the full model with the traffic free (the single solve).
 """
@@ -377,8 +382,13 @@ Runner = Callable[[Callable[..., FluxPartResult], Any, Sequence[FluxPart], tuple
 
 def run_inline(fn: Callable[..., FluxPartResult], shared: Any, specs: Sequence[FluxPart],
                args: tuple[Any, ...]) -> list[FluxPartResult]:  # fmt: skip
-    """The parts one after another in this process."""
-    return [fn(shared, spec, *args) for spec in specs]
+    """The parts one after another in this process (progress on the log as each part ends)."""
+    out = []
+    for spec in specs:
+        out.append(fn(shared, spec, *args))
+        logger.warning("flux pop: part %d/%d done (%d services, %.1f s)", len(out), len(specs), len(spec.services),
+                       out[-1].wall_s)  # fmt: skip
+    return out
 
 
 def solve_pop(
@@ -400,6 +410,7 @@ def solve_pop(
     else:
         x, rep = traffic_stage(inst, time_limit_s=time_limit_s)
         phases.append(rep)
+        logger.warning("flux pop: traffic from %d service classes in %.1f s", rep["classes"], rep["wall_s"])
         t0 = time.monotonic()
         parts = split_parts(inst, x, k, seed)
         phases.append({"phase": "partition", "wall_s": round(time.monotonic() - t0, 3)})
