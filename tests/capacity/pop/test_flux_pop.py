@@ -4,6 +4,7 @@ single solve, the traffic stage's aggregation adds up, the repair pass, bad k, t
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -139,3 +140,17 @@ def test_parts_on_a_dask_local_cluster_give_the_inline_plan(tight):
     assert on_dask["solver"]["objective"] == pytest.approx(inline["solver"]["objective"], rel=1e-9)
     assert on_dask["capacity"] == inline["capacity"]
     assert check(on_dask) == []
+
+
+def test_coalesce_refuses_a_service_in_two_parts_or_none(tight):
+    x, _ = flux_pop.traffic_stage(tight)
+    parts = flux_pop.split_parts(tight, x, 2, seed=0)
+    results = flux_pop.run_inline(flux_pop.solve_part, (tight, x), parts, (60.0,))
+    twice = [parts[0], flux_pop.FluxPart(1, np.concatenate([parts[1].services, parts[0].services[:1]]),
+                                         parts[1].share, parts[1].phase_share)]  # fmt: skip
+    with pytest.raises(PopError, match="not in exactly one part"):
+        flux_pop.coalesce(tight, twice, [results[0], replace(results[1], c=np.concatenate(
+            [results[1].c, results[0].c[:1]]), res=np.concatenate([results[1].res, results[0].res[:1]]))])  # fmt: skip
+    missing = [parts[0], flux_pop.FluxPart(1, parts[1].services[1:], parts[1].share, parts[1].phase_share)]
+    with pytest.raises(PopError, match="not in exactly one part"):
+        flux_pop.coalesce(tight, missing, [results[0], replace(results[1], c=results[1].c[1:], res=results[1].res[1:])])
