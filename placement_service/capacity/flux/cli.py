@@ -69,6 +69,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--time-limit-s", type=finite_float, default=60.0)
     p.add_argument("--integer-capacity", action="store_true", help="whole RRUs (a MIP; default LP)")
     p.add_argument("--out", required=True)
+    g = p.add_argument_group("POP (partitioned solve; docs/pop.md, measured in docs/bench/flux.md)")
+    g.add_argument("--pop-k", type=int, metavar="K",
+                   help="solve in K parts instead of one model: traffic shares from the plan with services "
+                        "aggregated per class, then the services split at random into K equal groups, each "
+                        "with a share of every region's supply in proportion to its need, solved apart and "
+                        "coalesced (regions left short are re-solved whole). 1 = the single solve")  # fmt: skip
+    g.add_argument("--pop-seed", type=int, default=0, help="seed of the random service partition")
+    g.add_argument("--pop-workers", type=int, metavar="N",
+                   help="solve the K parts on a local Dask cluster of N worker processes "
+                        "(default: one after another in this process)")  # fmt: skip
     p.set_defaults(func=_plan)
 
     p = sub.add_parser("check", help="independent check of every phase of every step (exit 1 on a violation)")
@@ -149,15 +159,43 @@ def _plan(args: argparse.Namespace) -> int:
 
         with Ledger(args.ledger) as ledger:
             inst = apply_events(inst, ledger.future_events())
-    doc = plan(inst, time_limit_s=args.time_limit_s, integer_capacity=args.integer_capacity)
+    if args.pop_k is not None:
+        doc = _plan_pop(inst, args)
+    else:
+        doc = plan(inst, time_limit_s=args.time_limit_s, integer_capacity=args.integer_capacity)
     write_json(args.out, doc)
     s = doc["solver"]
+    if "pop" in doc:
+        print(f"pop k={doc['pop']['k']}: parts of {[p['services'] for p in doc['pop']['parts']]} services; "
+              f"regions re-solved: {next((ph['regions'] for ph in doc['pop']['phases'] if ph['phase'] == 'repair'), [])}")  # fmt: skip
     print(f"plan {args.out}: {s['status']}, objective {s['objective']:.4f}, {s['variables']} variables, "
           f"{s['constraints']} constraints, {s['wall_s']:.2f} s solve; {len(doc['deficits'])} deficit(s); "
           f"largest region share {doc['metrics']['largest_region_share']}")  # fmt: skip
     for d in doc["deficits"][:10]:
         print(f"  deficit {d['region']}/{d['hardware']}/{d['t']}: {d['amount']:.2f} RRU: {d['reason']}")
     return 0
+
+
+def _plan_pop(inst: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from placement_service.capacity.flux import FluxError
+    from placement_service.capacity.pop.flux_pop import run_inline, solve_pop
+
+    if args.integer_capacity:
+        raise FluxError("--pop-k and --integer-capacity cannot be combined (POP parts are LPs)")
+    if args.pop_workers is None:
+        return solve_pop(inst, args.pop_k, seed=args.pop_seed, time_limit_s=args.time_limit_s, runner=run_inline)
+    if args.pop_workers < 1:
+        raise FluxError(f"--pop-workers must be >= 1, got {args.pop_workers}")
+    from placement_service.capacity.pop.execute import connect, map_parts
+
+    client, cluster = connect(None, args.pop_workers)
+    try:
+        return solve_pop(inst, args.pop_k, seed=args.pop_seed, time_limit_s=args.time_limit_s,
+                         runner=map_parts(client, 3 * args.time_limit_s + 60))  # fmt: skip
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def _check(args: argparse.Namespace) -> int:

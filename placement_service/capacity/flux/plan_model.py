@@ -85,8 +85,12 @@ def pool_size_rru(inst: Instance) -> float:
     return max(1e-9, float(inst.supply[:, :, 0].sum()) / max(1, R * H))
 
 
-def build(inst: Instance, *, integer_capacity: bool = False) -> PlanModel:
-    """Build the model in fixed sections: data, variables, constraints, objective."""
+def build(inst: Instance, *, integer_capacity: bool = False, phase_supply: np.ndarray | None = None) -> PlanModel:
+    """Build the model in fixed sections: data, variables, constraints, objective.
+
+    ``phase_supply`` (R, H, T-1) replaces ``max(supply[t-1], supply[t])`` in (15): a POP part's share
+    of the transition headroom (``pop.flux_pop``), so the parts' shares add up to the whole's.
+    """
     # ---- data
     S, R, H, P, T = inst.shape
     T1 = T - 1
@@ -232,11 +236,14 @@ def build(inst: Instance, *, integer_capacity: bool = False) -> PlanModel:
             np.concatenate([np.ones(no), -np.ones(nd)]), np.zeros(no), np.zeros(no))  # fmt: skip
         # (15) sum_k c[t] + o - d <= max(supply[t-1], supply[t])
         c15_row = (dR * H + pairs_h[dK]) * T1 + (dT - 1)
-        phase_supply = np.maximum(inst.supply[oR, oH, oT - 1], inst.supply[oR, oH, oT])
+        if phase_supply is None:
+            phase = np.maximum(inst.supply[oR, oH, oT - 1], inst.supply[oR, oH, oT])
+        else:
+            phase = np.asarray(phase_supply, dtype=float)[oR, oH, oT - 1]
         add(np.concatenate([c15_row, np.arange(no), np.arange(no)]),
             np.concatenate([ix_c(dK, dR, dT), ocol, ix_rh(d0, oR, oH, oT, T)]),
             np.concatenate([np.ones(nd), np.ones(no), -np.ones(no)]),
-            np.full(no, -np.inf), phase_supply)  # fmt: skip
+            np.full(no, -np.inf), phase)  # fmt: skip
         # (7) spare balance: b -/+ (spare - w sum_r' spare) >= 0, w = region share of h's supply at t
         tot = inst.supply.sum(axis=0)  # (H, T)
         wgt = np.where(tot[None] > 0, inst.supply / np.where(tot[None] > 0, tot[None], 1.0), 0.0)

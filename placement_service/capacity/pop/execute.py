@@ -132,3 +132,20 @@ def run_parts(
     parts = [outcomes[i] for i in range(n)]
     extras = [Outcome(j, value=outcomes[n + j].value, error=outcomes[n + j].error) for j in range(len(extra))]
     return parts, extras
+
+
+def map_parts(client: Any, timeout_s: float) -> Callable[[Callable[..., Any], Any, Sequence[Any], tuple[Any, ...]], list[Any]]:
+    """A runner ``(fn, shared, specs, args) -> [fn(shared, spec, *args) ...]`` on ``client`` that needs
+    every part: the first part that failed or timed out raises, naming its index and reason."""
+
+    def run(fn: Callable[..., Any], shared: Any, specs: Sequence[Any], args: tuple[Any, ...]) -> list[Any]:
+        def progress(done: int, total: int, _values: list[Any]) -> None:
+            logger.warning("pop: %d/%d sub-problems done", done, total)
+
+        parts, _ = run_parts(client, fn, shared, specs, args, timeout_s=timeout_s, progress=progress)
+        for o in parts:
+            if o.error is not None:
+                raise CapacityError(f"sub-problem {o.index} did not finish: {o.error}")
+        return [o.value for o in parts]
+
+    return run
