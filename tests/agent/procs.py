@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import psutil
 
@@ -123,6 +123,7 @@ class Node:
                                            stdout=subprocess.PIPE, text=True, start_new_session=True)
         self.pid = self.supervisor.pid
         self.children: list[Child] = []
+        self.container_pids: set[int] = set()  # secondary: their CPU is never charged to the primary
         self._lock = threading.Lock()  # a fake NodeManager's thread launches containers too
 
     def _spawn(self, code: str, args: list[str], env: dict[str, str], timeout_s: float = 30.0,
@@ -143,22 +144,28 @@ class Node:
         before it is ready)."""
         env = {k: v for k, v in os.environ.items() if k != "CONTAINER_ID"}
         env["CONTAINER_ID"] = container_id
-        return self._spawn(CONTAINER_CODE, [str(memory_mb), "1" if burn else "0"], env, wait=wait)
+        child = self._spawn(CONTAINER_CODE, [str(memory_mb), "1" if burn else "0"], env, wait=wait)
+        self.container_pids.add(child.pid)
+        return child
 
     def primary(self, spike_mb: int = 0, spike_threads: int = 0) -> Child:
         env = {k: v for k, v in os.environ.items() if k != "CONTAINER_ID"}
         return self._spawn(PRIMARY_CODE, [str(spike_mb), str(spike_threads)], env)
 
-    def settle(self, max_cores: float = 0.05, timeout_s: float = 30.0) -> None:
-        """Wait until the node's processes, averaged since they started, use under ``max_cores``.
+    def settle(self, max_cores: float = 0.05, timeout_s: float = 30.0, exclude: Collection[int] = ()) -> None:
+        """Wait until the node's non-container processes (the supervisor, primaries, daemons),
+        averaged since they started, use under ``max_cores`` in all.
 
         An agent's first sample charges a young process its average CPU since start (the safe
         side), so a test that starts an agent right after spawning would see the children's
         start-up (interpreter, imports) as primary load: 0.1-0.3 core on a busy machine, rounded up
-        to a whole core. Tests that assert the first advertised size wait for this first."""
+        to a whole core. Tests that assert the first advertised size wait for this first.
+        ``exclude``: pids that burn CPU on purpose (a busy daemon)."""
         def average_cores() -> float:
             total = 0.0
             for pid in [self.pid, *(c.pid for c in self.children)]:
+                if pid in exclude or pid in self.container_pids:
+                    continue
                 try:
                     proc = psutil.Process(pid)
                     t = proc.cpu_times()

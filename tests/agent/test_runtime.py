@@ -71,6 +71,7 @@ def test_memory_spike_kills_youngest_containers_never_more_than_needed(node, age
 def test_cpu_spike_kills_the_youngest_container_and_spares_the_primary(node, agents, tmp_path):
     primary = node.primary(spike_threads=1)  # one GIL-bound thread: about one core at most
     containers = [node.container(cid, burn=True) for cid in CIDS[:3]]
+    node.settle()  # the primary's start-up would count as a core of primary load (a kill before the spike)
     # capacity 3 cores, reserve 1: budget 2 cores; three containers charged 0.5 core each fit, and a
     # primary at one core overflows the budget by 0.5 core: exactly one (the youngest) must go.
     agent = AgentProcess(["--mode", "local", "--interval-s", "0.5", "--state-dir", str(tmp_path / "state"),

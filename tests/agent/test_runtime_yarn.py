@@ -141,12 +141,13 @@ while True:
 
 def _full_node_with_busy_nodemanager(node, nm):
     env = {k: v for k, v in os.environ.items() if k != "CONTAINER_ID"}
-    node._spawn(NM_DAEMON_CODE, [NODEMANAGER], env)
+    daemon = node._spawn(NM_DAEMON_CODE, [NODEMANAGER], env)
     node.primary()  # idle primary tenant
     cids = [f"container_1700000000000_0003_01_00000{i}" for i in range(2, 5)]
     for cid in cids:
         node.container(cid, memory_mb=10)
         nm.add(cid, 1, 128)  # 3 vcores allocated: the node's whole budget (4 cores - 1 reserved)
+    node.settle(exclude={daemon.pid})  # the start-up of the others is not the load under test
     return cids
 
 
