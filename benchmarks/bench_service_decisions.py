@@ -74,12 +74,12 @@ def call(server: Server, method: str, path: str, body: Any = None) -> Any:
 
 
 def measure(server: Server, duration_s: float, rate: float, select_rate: float, nodes: int,
-            which: tuple[str, ...] = ("choose_targets", "select")) -> dict[str, Any]:
+            which: tuple[str, ...] = ("choose_targets", "select"), warmup_s: float = 1.0) -> dict[str, Any]:
     """The chosen decision paths at once, each from its own load-generator process."""
     procs = {}
     if "choose_targets" in which:
         procs["choose_targets"] = start_loadgen("choose-targets", server, "--rate", str(rate), "--duration-s",
-                                                str(duration_s), "--nodes", str(nodes))
+                                                str(duration_s), "--nodes", str(nodes), "--warmup-s", str(warmup_s))
     if "select" in which:
         procs["select"] = start_loadgen("select", server, "--rate", str(select_rate), "--duration-s",
                                         str(duration_s), "--connections", "4")
@@ -97,6 +97,9 @@ def main() -> int:
     p.add_argument("--duration-s", type=float, default=20.0)
     p.add_argument("--rate", type=float, default=1000.0, help="ChooseTargets per second")
     p.add_argument("--select-rate", type=float, default=100.0, help="job selections per second")
+    p.add_argument("--warmup-s", type=float, default=1.0,
+                   help="ChooseTargets at the full rate before each measured window, reported apart "
+                        "(warmup_latency): the start-up transient of a fresh channel and thread pool")
     p.add_argument("--during", choices=["single", "loop"], default="loop",
                    help="single: one re-clustering (the daily run) and windows as long as it takes; "
                         "loop: re-clusterings back to back for --duration-s")
@@ -124,7 +127,7 @@ def main() -> int:
             out["classes"] = len(call(server, "GET", "/v1/classes")["classes"])
             out["load_alone"] = load_average()
             out["choose_targets_alone"] = measure(server, args.duration_s, args.rate, args.select_rate, nodes,
-                                                  ("choose_targets",))["choose_targets"]
+                                                  ("choose_targets",), args.warmup_s)["choose_targets"]
             out["select_alone"] = measure(server, args.duration_s, args.rate, args.select_rate, nodes,
                                           ("select",))["select"]
             duration = args.duration_s
@@ -133,13 +136,16 @@ def main() -> int:
             out["during_mode"] = args.during
             out["window_s"] = round(duration, 1)
             out["load_baseline"] = load_average()
-            out["baseline"] = measure(server, duration, args.rate, args.select_rate, nodes)
+            out["baseline"] = measure(server, duration, args.rate, args.select_rate, nodes, warmup_s=args.warmup_s)
             # Keep re-clustering back to back for the whole window, so every request of the second
             # measurement overlaps a run (clustering in the child, adoption in the server).
             stop = threading.Event()
             runs_before = call(server, "GET", "/v1/recluster")["runs"]
 
             def recluster_loop() -> None:
+                # Start once the load generators are past their warm-up (process start ~0.5 s), so
+                # the re-clustering falls in the measured window.
+                stop.wait(args.warmup_s + 0.5)
                 while not stop.is_set():
                     call(server, "POST", "/v1/recluster?wait=1")
                     if args.during == "single":
@@ -150,7 +156,8 @@ def main() -> int:
             time.sleep(0.2)
             cpu0 = server.cpu_s()
             out["load_recluster"] = load_average()
-            out["during_recluster"] = measure(server, duration, args.rate, args.select_rate, nodes)
+            out["during_recluster"] = measure(server, duration, args.rate, args.select_rate, nodes,
+                                              warmup_s=args.warmup_s)
             out["server_cpu_s_during"] = round(server.cpu_s() - cpu0, 1)
             stop.set()
             looper.join()
