@@ -53,7 +53,8 @@ def test_agent_reports_a_detected_reimage_and_a_declared_one_once(tmp_path):
         try:
             assert wait_until(lambda: len(srv.call("GET", "/v1/reimages")[1]["reimages"]) == 1, 30)
             assert wait_until(lambda: agent.explain()["reimages"]["pending"] == [], 10)
-            assert "reimage" in agent.explain()["loops_heartbeat_age_s"]
+            # The sender marks its round finished just after it empties the queue: wait for it.
+            assert wait_until(lambda: "reimage" in agent.explain()["loops_heartbeat_age_s"], 10)
             # An operator declares one (e.g. a reimage the agent could not see).
             out = subprocess.run(
                 [sys.executable, "-m", "placement_service.cli", "agent", "report-reimage", "--at", "2026-01-02T03:04:05Z",
