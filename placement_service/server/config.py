@@ -38,6 +38,10 @@ class ServiceConfig:
     max_reports_per_request: int = 20000
     # Background work.
     compact_interval_s: float = 10.0  # close a log segment and store it as Parquet this often
+    # After each compaction tick, move what survived out of the garbage collector's walks (a full
+    # collection then walks only what was allocated since); every gc_full_collect_interval_s
+    # the frozen objects are walked once, so cyclic garbage is never kept. 0: no freezing.
+    gc_full_collect_interval_s: float = 3600.0
     recluster_interval_s: float = 86400.0  # 0 disables scheduled re-clustering
     history_days: float = 14.0  # history used by re-clustering
     # CPU priority of the re-clustering child: "idle" (SCHED_IDLE: only on otherwise idle CPU; never
@@ -149,6 +153,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "max_body_bytes": (1024, 2**31, False),
     "max_reports_per_request": (1, 1_000_000, False),
     "compact_interval_s": (0.0, _DAY_S, True),
+    "gc_full_collect_interval_s": (0.0, 7 * _DAY_S, False),
     "recluster_interval_s": (0.0, 365 * _DAY_S, False),
     "history_days": (0.0, 3650.0, True),
     "current_window_s": (0.0, 30 * _DAY_S, True),
