@@ -73,6 +73,17 @@ def call(server: Server, method: str, path: str, body: Any = None) -> Any:
         return json.loads(resp.read())
 
 
+def report_nodes(server: Server, tenants: int, nodes: int) -> None:
+    """One report from each of ``nodes`` nodes (node i of tenant i mod ``tenants``), in batches."""
+    now = time.time()
+    for lo in range(0, nodes, 5000):
+        reps = [{"node": f"node-{i:05d}", "tenant": f"tenant-{i % tenants:05d}", "timestamp": now,
+                 "primary_cpu_cores": 4.0, "primary_memory_mb": 4096.0, "capacity_cores": 16.0,
+                 "capacity_memory_mb": 65536.0, "busy": False, "free_storage_gb": 800.0}
+                for i in range(lo, min(lo + 5000, nodes))]
+        call(server, "POST", "/v1/reports", {"reports": reps})
+
+
 def measure(server: Server, duration_s: float, rate: float, select_rate: float, nodes: int,
             which: tuple[str, ...] = ("choose_targets", "select"), warmup_s: float = 1.0) -> dict[str, Any]:
     """The chosen decision paths at once, each from its own load-generator process."""
@@ -113,13 +124,7 @@ def main() -> int:
         server = start_server(data, "--recluster-interval-s", "0")
         try:
             nodes = args.tenants * args.nodes_per_tenant
-            now = time.time()
-            for lo in range(0, nodes, 5000):
-                reps = [{"node": f"node-{i:05d}", "tenant": f"tenant-{i % args.tenants:05d}", "timestamp": now,
-                         "primary_cpu_cores": 4.0, "primary_memory_mb": 4096.0, "capacity_cores": 16.0,
-                         "capacity_memory_mb": 65536.0, "busy": False, "free_storage_gb": 800.0}
-                        for i in range(lo, min(lo + 5000, nodes))]
-                call(server, "POST", "/v1/reports", {"reports": reps})
+            report_nodes(server, args.tenants, nodes)
             t = time.perf_counter()
             status = call(server, "POST", "/v1/recluster?wait=1")
             out["first_recluster_s"] = round(time.perf_counter() - t, 1)

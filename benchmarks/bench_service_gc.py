@@ -16,13 +16,12 @@ import json
 import os
 import re
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_service_common import TOKEN, Server, load_average, loadgen, start_server
-from benchmarks.bench_service_decisions import call, seed_history
+from benchmarks.bench_service_decisions import call, report_nodes, seed_history
 
 
 def gen2_pauses(server: Server) -> tuple[int, float]:
@@ -42,13 +41,7 @@ def run_setting(interval_s: float, args: argparse.Namespace) -> dict[str, Any]:
         server = start_server(data, "--recluster-interval-s", "0")
         try:
             nodes = args.tenants * 3
-            now = time.time()
-            for lo in range(0, nodes, 5000):
-                reps = [{"node": f"node-{i:05d}", "tenant": f"tenant-{i % args.tenants:05d}", "timestamp": now,
-                         "primary_cpu_cores": 4.0, "primary_memory_mb": 4096.0, "capacity_cores": 16.0,
-                         "capacity_memory_mb": 65536.0, "busy": False, "free_storage_gb": 800.0}
-                        for i in range(lo, min(lo + 5000, nodes))]
-                call(server, "POST", "/v1/reports", {"reports": reps})
+            report_nodes(server, args.tenants, nodes)
             call(server, "POST", "/v1/recluster?wait=1")
             windows = []
             for _ in range(args.windows):
