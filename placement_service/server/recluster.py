@@ -204,7 +204,8 @@ class ReclusterWorker:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=5)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 

@@ -226,7 +226,8 @@ class PlacementService:
         self.recluster.stop()
         if self.maintenance is not None:
             self.maintenance.stop()
-        self._compactor.join(timeout=30)
+        if self._compactor.ident is not None:  # started (a service can be closed before start)
+            self._compactor.join(timeout=30)
         try:
             self.compact()
         except Exception as exc:
