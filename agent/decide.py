@@ -157,7 +157,7 @@ def harvestable(capacity: Any, primary: Any, reserve: Any) -> Any:
     return np.maximum(np.floor(np.asarray(capacity) - primary - reserve + _EPS), 0).astype(np.int64)
 
 
-def advertise_without_deficit(capacity_cores: np.ndarray, reserve_cores: np.ndarray, primary_cores: np.ndarray,
+def advertise_without_kills(capacity_cores: np.ndarray, reserve_cores: np.ndarray, primary_cores: np.ndarray,
                               advertised_cores: np.ndarray, last_change_s: np.ndarray,
                               cooldown_until_s: np.ndarray, now_s: float,
                               policy: Policy, primary_deficit: np.ndarray | bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,7 @@ deficit), or when its advertised cores differ from the target, except in a cool-
 target is above them (the cool-down holds them). For any other server ``decide`` would return the
 advertised cores unchanged with no kill, so the call is skipped. Asked servers that cannot kill
 (no deficit, or a deficit and no task: the primary alone eats into the reserve) go through
-``agent.decide.advertise_without_deficit``, the array form of the same damping functions
+``agent.decide.advertise_without_kills``, the array form of the same damping functions
 ``decide`` calls, all at once; ``test_agent_nodes`` checks both against
 calling ``decide`` for every server with every container.
 """
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.attribute import ContainerView, NodeView
-from agent.decide import DecideState, Policy, advertise_without_deficit, decide, harvestable
+from agent.decide import DecideState, Policy, advertise_without_kills, decide, harvestable
 
 _NO_LIMIT_MB = 1e15
 
@@ -72,21 +72,6 @@ class SimAgents:
         # tick never counts it as a change (which would restart the advertise hold time).
         self._memory_mb = int(harvestable(_NO_LIMIT_MB, 0, 0))
         self.calls = 0
-        self._views: dict[tuple[int, float], ContainerView] = {}
-        self._views_limit = 1_000_000
-
-    def _view_of(self, seq: int, start_s: float) -> ContainerView:
-        """The agent's view of a running task (one core from its launch), built once per task."""
-        key = (seq, start_s)  # all a view depends on
-        view = self._views.get(key)
-        if view is None:
-            if len(self._views) >= self._views_limit:  # drop the views of tasks that have ended
-                self._views.clear()
-            cid = _task_id(seq)
-            view = ContainerView(container_id=cid, cpu_cores=1.0, memory_mb=0.0, start_time=start_s,
-                                 processes=((seq, start_s),), pgids=(), alloc_cores=1.0)
-            self._views[key] = view
-        return view
 
     def _policy(self, s: int) -> Policy:
         key = (int(self.cores[s]), int(self.reserve[s]))
@@ -148,12 +133,11 @@ class SimAgents:
             tasks = order[bounds[s] : bounds[s + 1]]
             victims.extend(self._run(s, tasks, now_s, rounds, primary_cores, primary_raw, start_s, seq))
         if idle.size:
-            # Without a deficit, decide kills nothing and its advertised cores and cool-down do not
-            # depend on the containers: the agent's own array form of its damping rule
-            # (``advertise_without_deficit``, the functions ``decide`` calls) runs them all at once.
-            # ``ask_all`` calls ``decide`` itself for every server with every container, and the test
-            # of this rule compares the two.
-            adv, last = advertise_without_deficit(
+            # These kill nothing, and their advertised cores and cool-down do not depend on the
+            # containers: the agent's own array form of its damping rule (``advertise_without_kills``,
+            # the functions ``decide`` calls) runs them all at once. ``ask_all`` calls ``decide``
+            # itself for every server with every container, and the test of this rule compares the two.
+            adv, last = advertise_without_kills(
                 self.cores[idle], self.reserve[idle], primary_cores[idle], self.advertised[idle],
                 self.last_change_s[idle], self.cooldown_until_s[idle], now_s,
                 self._policy(int(idle[0])),  # for its damping settings, the same on every server
@@ -178,10 +162,11 @@ class SimAgents:
         indices of the tasks it killed and keeps its state."""
         views: dict[str, ContainerView] = {}
         task_of: dict[str, int] = {}
-        for i in tasks.tolist():
-            container = self._view_of(int(seq[i]), float(start_s[i]))
-            views[container.container_id] = container
-            task_of[container.container_id] = i
+        for i in tasks.tolist():  # each task: one core from its launch
+            cid = _task_id(int(seq[i]))
+            views[cid] = ContainerView(container_id=cid, cpu_cores=1.0, memory_mb=0.0, start_time=float(start_s[i]),
+                                       processes=((int(seq[i]), float(start_s[i])),), pgids=(), alloc_cores=1.0)
+            task_of[cid] = i
         state = DecideState(
             advertised_cores=int(self.advertised[s]),
             advertised_memory_mb=self._memory_mb,
