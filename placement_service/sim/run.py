@@ -82,6 +82,17 @@ def map_points(fn: Callable[[T], R], points: Sequence[T], workers: int) -> Itera
         _POINT = None
 
 
+def _sweep(points: Sequence[T], one: Callable[[T], Record], workers: int,
+           line: Callable[[Record], str]) -> list[Record]:
+    """Every point of a sweep (``map_points``), in order, with one progress line per finished point
+    (``<experiment> [k/n] <line(record)>``; ``harvest sim`` shows them without ``-v``)."""
+    records: list[Record] = []
+    for done, rec in enumerate(map_points(one, points, workers), start=1):
+        records.append(rec)
+        logger.info("%s [%d/%d] %s", rec["experiment"], done, len(points), line(rec))
+    return records
+
+
 def _history_slots(dc: SimDatacenter, history_days: float) -> int:
     return int(round(history_days * DAY_S / dc.series.interval_s))
 
@@ -103,7 +114,6 @@ def run_schedule(
     jobs = list(jobs) if jobs is not None else default_jobs()
     total_cores = float(dc.inventory.cores.sum())
     hist = _history_slots(dc, config.history_days)
-    records: list[Record] = []
     scaled = {lv: scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling) for lv in levels}
     tables = {}
     if CLASS_SYSTEMS.intersection(systems):
@@ -151,14 +161,9 @@ def run_schedule(
         rec["classes"] = len(tables[lv].classes) if lv in tables else None
         return rec
 
-    for done, rec in enumerate(map_points(one, points, workers), start=1):
-        records.append(rec)
-        logger.info(
-            "schedule [%d/%d] %s level %.2f run %d: %s avg job %.0f s, %d killed (%.1f s)",
-            done, len(points), dc.name, rec["level"], rec["run"], rec["system"], rec["avg_job_time_s"],
-            rec["killed_tasks"], rec["wall_s"],
-        )
-    return records
+    return _sweep(points, one, workers, lambda rec: (
+        f"{dc.name} level {rec['level']:.2f} run {rec['run']}: {rec['system']} avg job "
+        f"{rec['avg_job_time_s']:.0f} s, {rec['killed_tasks']} killed ({rec['wall_s']:.1f} s)"))
 
 
 def _tenant_rates(dc: SimDatacenter) -> dict[str, float]:
@@ -215,7 +220,6 @@ def run_durability(
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
     grids = system_grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
     hours = busy_hour_masks(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
-    records: list[Record] = []
     schedules = {run: year_of_reimages(dc, config.days, Streams(seed, run).get("reimages")) for run in range(runs)}
     points = [(run, r, system) for run in range(runs) for r in replicas for system in systems]
 
@@ -244,14 +248,9 @@ def run_durability(
         rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
         return rec
 
-    for done, rec in enumerate(map_points(one, points, workers), start=1):
-        records.append(rec)
-        logger.info(
-            "durability [%d/%d] %s x%d run %d: %s lost %d of %d (%.1f s)",
-            done, len(points), dc.name, rec["replicas"], rec["run"], rec["system"], rec["lost_blocks"],
-            rec["blocks"], rec["wall_s"],
-        )
-    return records
+    return _sweep(points, one, workers, lambda rec: (
+        f"{dc.name} x{rec['replicas']} run {rec['run']}: {rec['system']} lost {rec['lost_blocks']} of "
+        f"{rec['blocks']} ({rec['wall_s']:.1f} s)"))
 
 
 def run_availability(
@@ -268,7 +267,6 @@ def run_availability(
 ) -> list[Record]:
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``."""
     hist = _history_slots(dc, config.history_days)
-    records: list[Record] = []
     per_level = {}
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
@@ -297,12 +295,7 @@ def run_availability(
         rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
         return rec
 
-    for done, rec in enumerate(map_points(one, points, workers), start=1):
-        records.append(rec)
-        logger.info(
-            "availability [%d/%d] %s level %.2f x%d run %d: %s failed %.4f%% (%.1f s)",
-            done, len(points), dc.name, rec["level"], rec["replicas"], rec["run"], rec["system"],
-            rec["failed_access_pct"], rec["wall_s"],
-        )
-    return records
+    return _sweep(points, one, workers, lambda rec: (
+        f"{dc.name} level {rec['level']:.2f} x{rec['replicas']} run {rec['run']}: {rec['system']} failed "
+        f"{rec['failed_access_pct']:.4f}% ({rec['wall_s']:.1f} s)"))
 
