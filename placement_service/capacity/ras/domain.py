@@ -23,6 +23,12 @@ UNASSIGNED = "unassigned"
 CAPACITY_TOLERANCE_RRU = 1e-6
 
 
+def elastic_pool(entity: str | None) -> str:
+    """The tenant an elastic server's reports count for where it is lent: ``elastic:<entity>``, the
+    shared buffer it sits in or ``unassigned``."""
+    return f"{ELASTIC_TENANT_PREFIX}{entity or UNASSIGNED}"
+
+
 class Method(StrEnum):
     """How the aggregated model is solved (all on the same model; see ``docs/capacity.md``)."""
 

@@ -30,12 +30,11 @@ from placement_service.capacity import CapacityError
 from placement_service.capacity.ras import io
 from placement_service.capacity.ras.check import check_plan
 from placement_service.capacity.ras.domain import (
-    ELASTIC_TENANT_PREFIX,
     SHARED_BUFFER_PREFIX,
-    UNASSIGNED,
     Problem,
     Region,
     Request,
+    elastic_pool,
 )
 from placement_service.capacity.ras.online import emergency_grant, online_move
 from placement_service.capacity.ras.plan import replan
@@ -236,7 +235,7 @@ class CapacityLoop:
             nodes = sorted(s for s, c in self.cluster_of.items() if c == cluster and s not in failed
                            and s not in gone and s in assignment and elastic(assignment[s]))  # fmt: skip
             return {"version": self.version, "nodes": nodes, "cluster": cluster,
-                    "pools": {s: f"{ELASTIC_TENANT_PREFIX}{assignment[s] or UNASSIGNED}" for s in nodes},
+                    "pools": {s: elastic_pool(assignment[s]) for s in nodes},
                     "revocations": [{"id": r["id"], "node": r["server"], "reason": r["reason"]} for r in pending]}
 
     def ack(self, revocation_id: int) -> dict[str, Any]:

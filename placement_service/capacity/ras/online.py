@@ -24,11 +24,10 @@ import numpy as np
 
 from placement_service.capacity.ras.domain import (
     CAPACITY_TOLERANCE_RRU,
-    ELASTIC_TENANT_PREFIX,
     SHARED_BUFFER_PREFIX,
-    UNASSIGNED,
     Region,
     Request,
+    elastic_pool,
 )
 from placement_service.core.types import Inventory
 
@@ -178,7 +177,7 @@ def harvestable_columns(region: Region, assignment: Mapping[str, str | None]) ->
 
     return {
         "server": [region.server[i] for i in rows],
-        "tenant": [f"{ELASTIC_TENANT_PREFIX}{assignment.get(region.server[i]) or UNASSIGNED}" for i in rows],
+        "tenant": [elastic_pool(assignment.get(region.server[i])) for i in rows],
         # without an environment column: one per MSB (elastic servers of one MSB fail together), so
         # HDFS-H can spread a block's replicas over elastic servers of different MSBs
         "environment": col("environment", None) if "environment" in extra else

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from placement_service.capacity.ras.domain import ELASTIC_TENANT_PREFIX, UNASSIGNED
+from placement_service.capacity.ras.domain import elastic_pool
 
 
 def add_parser(sub: Any) -> None:
@@ -47,7 +47,7 @@ def revocation_events(data_dir: Path, cluster: str | None = None) -> dict[str, l
             cols["timestamp"].append(float(r["created_s"]))
             cols["server"].append(r["server"])
             cols["cluster"].append(r["cluster"])
-            cols["pool"].append(f"{ELASTIC_TENANT_PREFIX}{before[v].get(r['server']) or UNASSIGNED}")
+            cols["pool"].append(elastic_pool(before[v].get(r['server'])))
             cols["state"].append(r["state"])
             cols["reason"].append(r["reason"])
         return cols

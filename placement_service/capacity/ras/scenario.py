@@ -25,10 +25,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from placement_service.capacity.ras.domain import (
-    ELASTIC_TENANT_PREFIX,
     SHARED_BUFFER_PREFIX,
-    UNASSIGNED,
     Problem,
+    elastic_pool,
 )
 from placement_service.capacity.ras.online import online_move
 from placement_service.capacity.ras.solve import solve
@@ -73,10 +72,6 @@ class ElasticLog:
     changes: list[tuple[float, str, bool, str]] = field(default_factory=list)
 
 
-def _pool(entity: str | None) -> str:
-    return f"{ELASTIC_TENANT_PREFIX}{entity or UNASSIGNED}"
-
-
 def _elastic_set(
     servers: tuple[str, ...], avail: np.ndarray, current: Mapping[str, str | None]
 ) -> dict[str, str]:
@@ -85,7 +80,7 @@ def _elastic_set(
     for i, s in enumerate(servers):
         e = current.get(s)
         if avail[i] and (e is None or e.startswith(SHARED_BUFFER_PREFIX)):
-            out[s] = _pool(e)
+            out[s] = elastic_pool(e)
     return out
 
 
