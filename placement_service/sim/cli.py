@@ -243,11 +243,28 @@ class _Progress(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+def _code_version() -> str | None:
+    """The checkout's commit (``+dirty`` when it has local changes), so a result says which code made
+    it; None outside a git checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "") if head else None
+
+
 def _finish(out: Path, experiment: str, dc: Any, settings: dict[str, Any], records: list[Any], t0: float) -> int:
     from placement_service.sim.figures import figures_for
     from placement_service.sim.results import write_results
 
-    settings = {**settings, "servers": dc.n_servers, "tenants": dc.n_tenants, "wall_s": time.perf_counter() - t0}
+    settings = {**settings, "servers": dc.n_servers, "tenants": dc.n_tenants, "wall_s": time.perf_counter() - t0,
+                "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "code": _code_version()}
     doc = write_results(out, experiment, dc.name, settings, records)
     paths = figures_for(doc, out, title=f"{experiment}: {dc.name}")
     print(json.dumps({"results": str(out / "results.json"), "figures": [str(p) for p in paths],

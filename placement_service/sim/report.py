@@ -166,6 +166,14 @@ def _availability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 SECTIONS = {"schedule": _schedule, "durability": _durability, "availability": _availability}
 
 
+def provenance(settings: Mapping[str, Any]) -> str:
+    """Which run made a section: finish time and commit, or a plain statement that the result
+    predates recording them (so an old result cannot pass for a current one)."""
+    if "finished" not in settings:
+        return "Run: not recorded (a result written before runs recorded their date and commit)."
+    return f"Run: finished {settings['finished']}, code `{settings.get('code') or 'unknown'}`."
+
+
 def write_report(
     result_dirs: Sequence[Path],
     out: Path,
@@ -206,6 +214,7 @@ def write_report(
         lines += [f"## {section}", ""]
         keys = ("servers", "tenants", "runs", "days", "blocks", "levels", "replicas", "scaling", "seed", "wall_s")
         lines.append("Settings: " + ", ".join(f"`{k}={settings[k]}`" for k in keys if k in settings))
+        lines += ["", provenance(settings)]
         lines += ["", *rows, "", "Checks:", "", *(checks or ["- (no paired points to check)"]), ""]
         for p in paths:
             rel = p.relative_to(out.parent) if p.is_relative_to(out.parent) else p

@@ -76,6 +76,9 @@ def test_schedule_durability_availability_and_report(
     assert "## Claims checked" in text and "Notes here." in text
     assert "schedule: " in text and "durability: " in text and "availability: " in text
     assert text.count("**yes**") + text.count("**NO**") >= 3
+    # Every section says which run made it: finish time and commit (or "not recorded" for old results).
+    assert text.count("Run: finished ") == 3 and "Run: not recorded" not in text
+    assert ddoc["settings"]["finished"].endswith("UTC")
     figs = list((tmp_path / "docs" / "figures" / "sim").rglob("*.png"))
     assert len(figs) >= 5
     assert main(["sim", "report", str(sched), "--out", str(tmp_path / "r2.md")]) == 0
