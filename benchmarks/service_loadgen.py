@@ -24,6 +24,7 @@ import json
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -201,10 +202,24 @@ async def choose_targets(args: argparse.Namespace) -> dict[str, Any]:
                 return
             lat.append(took)
             slow.append((took, due - t0))
+            if every is not None:
+                every.append((due - t0, took))
         except grpc.RpcError as exc:
             errors.append(str(exc.code()))
 
     slow: list[tuple[float, float]] = []
+    every: list[tuple[float, float]] | None = [] if args.dump_latencies else None
+    lags: list[tuple[float, float]] = []
+
+    async def watch() -> None:  # this process's own event-loop stalls, to tell them from the server's
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lag = time.perf_counter() - t
+            if lag > 0.005:
+                lags.append((round(t - t0, 4), round(1000 * lag, 1)))
+
+    watcher = asyncio.ensure_future(watch())
     await stub.ChooseTargets(harvest_pb2.ChooseTargetsRequest(writer=writers[0], replicas=3), timeout=5.0)
     # The client's own garbage collections (its heap grows with every finished call it keeps) must
     # not be measured as the server's latency: none during the run (a short-lived process).
@@ -217,7 +232,10 @@ async def choose_targets(args: argparse.Namespace) -> dict[str, Any]:
     start = time.perf_counter() + 0.2
     t0 = start + args.warmup_s
     n = int(args.rate * (args.warmup_s + args.duration_s))
-    tasks = []
+    # Only the calls in flight are kept: gathering all n tasks at the end registered n callbacks in
+    # one step, a 25-60 ms stall of this loop that the last calls of every window counted as the
+    # server's latency (the slowest call of a quiet run was always at the window's end).
+    pending: set[asyncio.Task[None]] = set()
     # Spawn each call at its due time (a pacer, not n tasks created up front); a late pacer sends at
     # once and the lateness counts in the latency.
     for k in range(n):
@@ -225,14 +243,25 @@ async def choose_targets(args: argparse.Namespace) -> dict[str, Any]:
         delay = due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one(due, writers[k % len(writers)])))
-    await asyncio.gather(*tasks)
+        task = asyncio.create_task(one(due, writers[k % len(writers)]))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+    while pending:
+        await asyncio.wait(set(pending))
     wall = time.perf_counter() - t0
+    watcher.cancel()
+    if every is not None:
+        Path(args.dump_latencies).write_text("".join(f"{t:.5f} {1000 * x:.3f}\n" for t, x in every))
     await channel.close()
-    return {"mode": "choose-targets", "rate": args.rate, "duration_s": wall, "ok": len(lat),
+    # Stalls of this process's own loop (> 5 ms, worst first, [s after start, ms]): a slow call at
+    # the same moment is the client's, not the server's.
+    return {"client_loop_stalls": sorted(lags, key=lambda x: -x[1])[:20], "mode": "choose-targets",
+            "rate": args.rate, "duration_s": wall, "ok": len(lat),
             "errors": len(errors), "error_codes": sorted(set(errors))[:5], "latency": pct(lat),
             "warmup_s": args.warmup_s, "warmup_latency": pct(warm),
-            "slowest_at_s": [round(t, 2) for _, t in sorted(slow, reverse=True)[:10]]}
+            "slowest_at_s": [round(t, 2) for _, t in sorted(slow, reverse=True)[:10]],
+            "slowest": [[round(t, 4), round(1000 * took, 1)] for took, t in sorted(slow, reverse=True)[:40]],
+            "t0_epoch": time.time() - (time.perf_counter() - t0)}
 
 
 def select(args: argparse.Namespace) -> dict[str, Any]:
@@ -298,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="choose-targets: the load generator's own garbage collector during the run")
     p.add_argument("--warmup-s", type=float, default=1.0,
                    help="choose-targets: calls at the full rate before the measured window, reported apart")
+    p.add_argument("--dump-latencies", metavar="FILE",
+                   help="choose-targets: write every measured call as '<due s after start> <latency ms>'")
     p.add_argument("--seq-base", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--acked-out", help="write node -> last acknowledged seq here (JSON)")
