@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,7 +77,10 @@ def simulate_availability(
     create_rng: np.random.Generator,
     place_rng: np.random.Generator,
     access_rng: np.random.Generator,
+    on_failed: Callable[[np.ndarray, np.ndarray], None] | None = None,
 ) -> AvailabilityResult:
+    """One point of the procedure above; ``on_failed(holders, slots)``, when given, receives the
+    replica servers (``-1``: missing) and the slot of every failed access, for analysis."""
     wall0 = time.perf_counter()
     interval_s = dc.series.interval_s
     n_slots = cpu.shape[1]
@@ -115,7 +119,10 @@ def simulate_availability(
     server_busy = np.ones(holders.shape, dtype=bool)
     ok = holders >= 0
     server_busy[ok] = busy_t[dc.server_tenant[holders[ok]], np.broadcast_to(a_slot[:, None], holders.shape)[ok]]
-    failed = int(server_busy.all(axis=1).sum())
+    failed_mask = server_busy.all(axis=1)
+    failed = int(failed_mask.sum())
+    if on_failed is not None:
+        on_failed(holders[failed_mask], a_slot[failed_mask])
     # 3. utilization of the access window.
     window = (hist_slots + np.arange(eval_slots)) % n_slots
     w = dc.tenant_cores()

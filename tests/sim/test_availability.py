@@ -69,3 +69,23 @@ def test_busy_hour_profiles_keep_replicas_off_tenants_busy_together() -> None:
     assert paper.relaxed_placements == hours.relaxed_placements == 0
     assert paper.failed_accesses > 100
     assert hours.failed_accesses == 0
+
+
+def test_on_failed_gets_every_failed_access_with_busy_holders() -> None:
+    # Tenants 0-2 busy in the second half of the access window: stock placement puts some blocks
+    # only on them; the hook must see exactly those accesses, each with all holders busy then.
+    cpu = np.full((9, 576), 0.2)
+    cpu[np.ix_([0, 1, 2], np.arange(432, 576))] = 0.95
+    dc = make_dc(cpu, servers_per_tenant=3)
+    grid = placement_grid(dc, {t: 0.2 for t in dc.series.tenants}, {t: 0.0 for t in dc.series.tenants})
+    cfg = AvailabilityConfig(days=1.0, history_days=1.0, blocks=3000, accesses=30000)
+    placer = make_placer(HdfsSystem.STOCK, dc, grid, seed=0, block_size_mb=256.0)
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    rng = np.random.default_rng
+    res = simulate_availability(dc, dc.cpu, placer, HdfsSystem.STOCK, 2, cfg, create_rng=rng(0), place_rng=rng(1),
+                                access_rng=rng(2), on_failed=lambda h, s: seen.append((h, s)))
+    assert len(seen) == 1
+    holders, slots = seen[0]
+    assert res.failed_accesses > 0 and len(holders) == len(slots) == res.failed_accesses
+    assert holders.shape[1] == 2 and (holders >= 0).all()
+    assert set(dc.server_tenant[holders].ravel().tolist()) <= {0, 1, 2} and (slots >= 432).all()
