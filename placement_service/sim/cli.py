@@ -9,6 +9,7 @@ Inputs: the trace files (``--utilization``, ``--inventory``, ``--reimages``: the
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -243,9 +244,11 @@ class _Progress(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+@functools.cache
 def _code_version() -> str | None:
     """The checkout's commit (``+dirty`` when it has local changes), so a result says which code made
-    it; None outside a git checkout."""
+    it; None outside a git checkout. Cached: first called when a run starts, so a commit made while
+    it runs is not credited with its result."""
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
@@ -298,6 +301,7 @@ def _schedule(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SimUsageError(str(exc)) from None
     t0 = time.perf_counter()
+    _code_version()
     dc = load_input(args)
     records = run_schedule(
         dc, levels=args.levels, scaling=Scaling(args.scaling), runs=args.runs, seed=args.seed, config=config,
@@ -323,6 +327,7 @@ def _durability(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SimUsageError(str(exc)) from None
     t0 = time.perf_counter()
+    _code_version()
     dc = load_input(args)
     if args.utilization and not args.reimages:
         dc = _with_synthetic_reimages(dc, args)
@@ -366,6 +371,7 @@ def _availability(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SimUsageError(str(exc)) from None
     t0 = time.perf_counter()
+    _code_version()
     dc = load_input(args)
     records = run_availability(
         dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
