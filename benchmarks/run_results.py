@@ -109,7 +109,10 @@ QUICK: dict[str, list[str]] = {
 NOTES = """\
 Regenerate with `.venv/bin/python benchmarks/run_results.py` (this page: the {profile} profile; `--profile
 full` for more runs and levels, `--quick` for a small version). Each section says when and from which
-commit its run finished. The model, its parameters and the choices we made are in [simulator.md](simulator.md);
+commit its run finished. After the generated sections: the discussion of their numbers and the checks
+that come from their own benchmarks (periodic detection on the real traces, the joint replica
+choice, why availability misses 0 on the real traces, durability causes, the agent adapter, elastic
+servers), kept in `benchmarks/results_discussion.md`. The model, its parameters and the choices we made are in [simulator.md](simulator.md);
 timings in [bench/sim.md](bench/sim.md). Each check below is computed from the results: **yes**
 means the paper's claim reproduces here, **NO** means it does not (see the discussion at the end).
 Checks marked *beyond the paper* compare our YARN-H-forecast (class selection plus a per-tenant
@@ -121,88 +124,10 @@ servers per VM so the datacenter has ~5,000 servers; reimages from the generator
 public reimage trace exists).
 """
 
-DISCUSSION = """\
-## Discussion
-
-Numbers below are from the seeded runs above (seed 0; regenerating gives the same results).
-
-**Scheduling: reproduces in direction, at the low end of the paper's size.** On the generated
-5,000-server datacenter (a simulated month per point, three runs) YARN-H lowers the average job
-time by 9.5-12% at 20-50% primary utilization under linear scaling and 6-11% under root scaling,
-and kills 1.5-4x fewer tasks; on the real-trace datacenters the reduction is 11-15% (Azure) and
-12-15% (PlanetLab). The paper reports 12-56% on average across its datacenters. At 60% the gain
-disappears (linear: 0.5%) or turns into a loss (root: YARN-H 8% slower): the offered batch load (5%
-of the cores) then equals what the 33% reserve and the rounded-up primaries leave, queues dominate,
-and restricting a job to its classes only adds waiting. Unlike the paper, YARN-PT's job times do
-not take off earlier under linear than under root scaling here: the generated tenants are mostly
-constant (most tenants, ~35% of the servers) and their periodic ones vary smoothly, so linear
-scaling adds less temporal variation than the paper's production tenants had. The job times have
-a floor: YARN-Stock, which never kills (and overcommits the primaries instead), averages 3,220 s,
-so no primary-aware policy can cut YARN-PT's 3,600-4,500 s (20-60%, linear) by more than ~11-28%.
-
-**Beating the paper's YARN-H: YARN-H-forecast.** Our scheduler keeps class selection as a
-preference and adds the policy core's headroom forecast (per tenant and hour of day, the 0.9
-quantile of the next hour's peak in the history; see [simulator.md](simulator.md)): a job's
-containers go to cores the primary is not expected to take back first, and to the rest only when
-those run out. It beats YARN-H at every level of every sweep, on the generated and on both
-real-trace datacenters: 1.8-17% lower average job time and 1.0-12.5x fewer killed tasks (largest
-at low utilization: 12,487 vs 156,624 kills at 20%, linear). Against YARN-PT it cuts the average
-job time by 11-18% (mean 15.2%) under linear and 10-17% (mean 13.4%) under root scaling on the
-generated datacenter, 17-20% on Azure and 16-20.5% on PlanetLab tenants, i.e. inside the paper's
-12-56% range, and at 30% it is within 1.3% of YARN-Stock's floor (3,263 s vs 3,220 s). The same
-holds on two more generated datacenters (`gen2-`, `gen3-schedule-linear`, generator seeds 2 and 3,
-one run each): YARN-H-forecast beats YARN-H at every level (1.9-17.5% lower job time, 1.2-10x fewer
-kills) and is 10.7-17.2% below YARN-PT.
-
-**Where the gain comes from (ablation, `gen-schedule-ablation`).** YARN-PT-spread is YARN-PT with
-YARN-H's server choice (probability proportional to free cores) and no class selection; it matches
-YARN-H at 30% (3,372 s vs 3,368 s, with 3.6x fewer kills) and beats it at 50% (3,681 s vs
-3,760 s). YARN-PT-forecast is the forecast without class selection; it matches YARN-H-forecast
-(3,272 s vs 3,263 s at 30%, 3,434 s vs 3,433 s at 50%). So on these traces class selection adds
-nothing measurable on top of a good server choice: the gain of YARN-H over YARN-PT comes from
-spreading containers over servers with room (a server filled to its last harvestable core loses a
-container whenever its primary grows by one core), and the further gain of YARN-H-forecast from
-knowing, per server, which free cores the primary will want back within the hour. We keep class
-selection in YARN-H-forecast because it costs nothing here and is what the NodeManager labels
-and the Hive router already implement; the forecast is simulator-only so far.
-
-**Durability: reproduces.** On the generated datacenter, with the generator's own year of
-reimages (`--reimage-days 365`: per-tenant rates drifting month to month, correlated environment
-events), HDFS-Stock lost 473-480 of 4M blocks at 3 replicas (three runs) and 1-3 at 4 replicas
-(two runs); HDFS-H lost one block in one of its three runs at 3 replicas (over 1,000x fewer on
-average, the paper says more than 100x) and none at 4 replicas, where, as in the paper, HDFS-Stock
-still loses some. On the real-trace
-datacenters (a month of generated reimages per tenant, extended to a year by the circular
-bootstrap of [simulator.md](simulator.md)) HDFS-Stock lost 15 of 1M blocks (Azure tenants) and
-HDFS-H none; on the PlanetLab tenants neither system lost any, so that case shows no contrast. A
-loss needs every replica inside one burst of reimages before re-replication (30 blocks/hour/
-server) catches up; stock HDFS puts two replicas on one remote rack and the writer's replica in the
-writer's environment, which a correlated event can take out together, while HDFS-H spreads the
-replicas over environments and reimage-frequency rows. HDFS-H pays in repair traffic: it re-created
-1.3x (generated year) to 2.8x (bootstrapped year, see [bench/sim.md](bench/sim.md)) more replicas,
-because the storage-balanced grid keeps one replica of every block in the most frequently reimaged
-third of the storage and re-creates it there.
-
-**Availability: HDFS-H fails 2-200x fewer accesses, but is not failure-free up to 40% at 3 replicas.** On the
-generated datacenter at 3 replicas HDFS-H had no failed access at 20%, 1 in a million in one run at
-30% and 9 per million at 40%, against 2, 174 and 1,733 per million for HDFS-Stock; at 4 replicas
-HDFS-H had none up to 40% while HDFS-Stock had some from 30%, which is the paper's claim. Why not at
-3 replicas: computing the exact failure probability over the whole access window, 84% of HDFS-H's
-at 40% comes from blocks whose low-peak-column replica sits on an *unpredictable* tenant (5.6% of
-that column's servers) that bursts above the busy threshold in the weeks after the 7-day history its
-p99 was taken from, while the block's other two replicas sit in hot cells. The experimental
-HDFS-H-risk ranks unpredictable tenants by max(p99, mean + 4 std) instead: at 40% it fails 2 per
-million instead of 9 (3 replicas), and it is lower at 50-70% and on both real-trace datacenters at
-nearly every level, but still not zero, and it is off by default because on a 600-server datacenter
-it made things worse (see [simulator.md](simulator.md)). On the
-real-trace datacenters HDFS-H fails some accesses from 20% (Azure 4, PlanetLab 16 per million at
-3 replicas, vs 258 and 390 for HDFS-Stock): each tenant there is one VM driving ~50 (Azure) or ~11
-(PlanetLab) servers in lockstep, and those VMs spike to 100% CPU often, so the peak-CPU columns
-cannot find three tenants that are never busy together (at 4 replicas too: at 30%, 9 (Azure) and 42
-(PlanetLab) per million; 3-11x fewer than HDFS-Stock at 30-40%). As in the paper, HDFS-H with 3 replicas
-is more available than HDFS-Stock with 4 from 30% to 50% on the generated datacenter (not above 50%,
-and not on the real-trace ones, where HDFS-Stock with 4 replicas wins from 30%).
-"""
+# The hand-written part of the report (the discussion of the numbers above it, and the checks that
+# come from their own benchmarks rather than from these experiments), appended after the generated
+# sections; edit it there, next to the numbers it quotes.
+DISCUSSION_FILE = ROOT / "benchmarks" / "results_discussion.md"
 
 
 def run(name: str, argv: list[str], work: Path, force: bool) -> tuple[str, float, int]:
@@ -248,7 +173,7 @@ def main() -> int:
     from placement_service.sim.report import write_report
 
     dirs = [work / k for k in plan if (work / k / "results.json").exists()]
-    tail = DISCUSSION if profile != "quick" else ""
+    tail = DISCUSSION_FILE.read_text() if profile != "quick" else ""
     if args.notes_file:
         tail += "\n" + Path(args.notes_file).read_text()
     path = write_report(dirs, Path(args.out), notes=NOTES.format(profile=profile), tail=tail, title="Simulation results")
