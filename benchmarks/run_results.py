@@ -113,8 +113,8 @@ commit its run finished. After the generated sections: the discussion of their n
 that come from their own benchmarks (periodic detection on the real traces, the joint replica
 choice, why availability misses 0 on the real traces, durability causes, the agent adapter, elastic
 servers), kept in `benchmarks/results_discussion.md`.
-The model, its parameters and the choices we made are in [simulator.md](simulator.md); in [bench/sim.md](bench/sim.md). Each check below is computed from the results: **yes**
-means the paper's claim reproduces here, **NO** means it does not (see the discussion at the end).
+The model, its parameters and the choices we made are in [simulator.md](simulator.md); timings in
+[bench/sim.md](bench/sim.md). Each check below is computed from the results: **yes** means the paper's claim reproduces here, **NO** means it does not (see the discussion at the end).
 Checks marked *beyond the paper* compare our YARN-H-forecast (class selection plus a per-tenant
 headroom forecast) with the paper's YARN-H; *experimental* lines show HDFS-H-risk, a grid variant
 that is off by default.
