@@ -102,6 +102,16 @@ def register(subparsers: Any) -> None:
         help="experimental: rank unpredictable tenants in the placement grid by max(peak, mean + K std) "
         "instead of their peak (default 0: off, as in the paper)",
     )
+    p.add_argument(
+        "--busy-cpu",
+        type=finite_float,
+        default=2.0 / 3.0,
+        metavar="F",
+        help="with the grid, also write each tenant's busy-hour profile (busy_hours: hours of day UTC at which "
+        "its CPU was above F in more than 5%% of the samples), which the service's replica placement uses "
+        "to keep a block's replicas off tenants busy at the same hours (default 2/3 = 1 - the agent's "
+        "default reserve; 0: do not write profiles)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
     p.set_defaults(func=_cluster)
 
@@ -116,6 +126,8 @@ def _cluster(args: argparse.Namespace) -> int:
         raise ClusterInputError("--reimages needs --inventory (to map servers to tenants and storage)")
     if args.interval_s is not None and not args.interval_s > 0:
         raise ClusterInputError(f"--interval-s must be positive, got {args.interval_s}")
+    if not 0.0 <= args.busy_cpu <= 1.0:
+        raise ClusterInputError(f"--busy-cpu must be a CPU fraction in [0, 1] (0: off), got {args.busy_cpu}")
     started = time.perf_counter()
     inventory = io.load_inventory(args.inventory) if args.inventory else None
     # With an inventory, every sampled server must be in it, under the same tenant.
@@ -151,6 +163,13 @@ def _cluster(args: argparse.Namespace) -> int:
             {t: storage[t] for t in series.tenants},
         )
     table = model.class_table(grid)
+    if grid is not None and args.busy_cpu > 0:
+        from dataclasses import replace
+
+        from placement_service.core.busy_hours import busy_hour_masks
+
+        masks = busy_hour_masks(series.cpu, series.start_s, series.interval_s, args.busy_cpu)
+        table = replace(table, busy_hours={t: int(m) for t, m in zip(series.tenants, masks.tolist(), strict=True)})
     _write_json_atomically(Path(args.out), table.to_json())
     summary = _summary(model, table, series, storage_gb=tenant_storage_gb(inventory) if inventory else None)
     summary.update(

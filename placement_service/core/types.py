@@ -77,6 +77,8 @@ class ClassTable:
     tenant_class: Mapping[str, str]
     tenant_pattern: Mapping[str, Pattern]
     grid: Mapping[str, GridCell] | None = None
+    # Each tenant's busy-hour profile (24-bit mask, ``core.busy_hours``); None: not computed.
+    busy_hours: Mapping[str, int] | None = None
 
     def by_id(self) -> dict[str, UtilizationClass]:
         return {c.id: c for c in self.classes}
@@ -107,6 +109,8 @@ class ClassTable:
                 t: {"reimage_row": g.reimage_row, "peak_column": g.peak_column}
                 for t, g in sorted(self.grid.items())
             }
+        if self.busy_hours is not None:
+            out["busy_hours"] = {t: int(m) for t, m in sorted(self.busy_hours.items())}
         return out
 
     @classmethod
@@ -150,9 +154,24 @@ class ClassTable:
                         raise InputError(f"{where}: must be an object {{reimage_row, peak_column}}", where)
                     grid[t] = GridCell(check_int(g.get("reimage_row"), f"{where}.reimage_row", minimum=0, maximum=2),
                                        check_int(g.get("peak_column"), f"{where}.peak_column", minimum=0, maximum=2))
+            busy_hours = _parse_busy_hours(doc.get("busy_hours"))
         except InputError as exc:
             raise PolicyError(f"{source}: {exc}") from None
-        return cls(tuple(classes), tenant_class, tenant_pattern, grid)
+        return cls(tuple(classes), tenant_class, tenant_pattern, grid, busy_hours)
+
+
+def _parse_busy_hours(raw: object) -> dict[str, int] | None:
+    """Optional ``busy_hours``: {tenant: 24-bit mask of the hours of day it was busy at}."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise InputError("busy_hours: must be an object {tenant: mask of busy hours, 0..2^24-1}", "busy_hours")
+    out: dict[str, int] = {}
+    for t, m in raw.items():
+        where = f"busy_hours[{t!r}]"
+        check_text(t, where)
+        out[t] = check_int(m, where, minimum=0, maximum=(1 << 24) - 1)
+    return out
 
 
 def _parse_pattern(value: object, where: str) -> Pattern:

@@ -80,6 +80,12 @@ class ServiceConfig:
     # placement_strict_leave_above, judged over at least placement_strict_min_blocks blocks.
     placement_quality_window: int = 10000
     placement_strict_auto: bool = True
+    # Replicas of a block on tenants not busy at the same hours of day (HDFS-H-hours in the
+    # simulator): re-clustering stores each tenant's busy-hour profile (CPU above
+    # busy_profile_cpu, default 1 - the agent's default reserve) and placement prefers tenants whose
+    # busy hours do not overlap those of the block's other replicas. Off: the paper's HDFS-H.
+    placement_busy_hours: bool = True
+    busy_profile_cpu: float = 2.0 / 3.0
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99
     placement_strict_min_blocks: int = 200
@@ -171,6 +177,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "maintenance_leave_after_s": (0.0, _DAY_S, False),
     "maintenance_max_enter_per_min": (0, 1_000_000, False),
     "maintenance_max_fraction": (0.0, 1.0, False),
+    "busy_profile_cpu": (0.0, 1.0, True),
     "maintenance_expiry_s": (0.0, 30 * _DAY_S, True),
     "maintenance_stale_after_s": (0.0, _DAY_S, True),
     "maintenance_tick_s": (0.0, 3600.0, True),

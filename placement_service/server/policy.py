@@ -249,8 +249,11 @@ def _set_free_mb(placer: ReplicaPlacer, node: str, free_mb: float) -> None:
 
 def _placer_for(
     nodes: Mapping[str, NodeReport], harvestable: frozenset[str] | None, table: ClassTable | None, seed: int,
-    block_size_mb: float, static: StaticInputs,
+    block_size_mb: float, static: StaticInputs, busy_hours: bool = True,
 ) -> tuple[ReplicaPlacer | None, frozenset[str]]:
+    """The replica placer over the usable nodes; with ``busy_hours`` and a table that has busy-hour
+    profiles, replicas also avoid tenants busy at the same hours (tenants without a profile, e.g.
+    new ones, count as never busy)."""
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)
     if not usable:
         return None, frozenset()
@@ -265,7 +268,9 @@ def _placer_for(
         storage_gb=np.array([nodes[n].free_storage_gb for n in usable]),
     )
     grid = dict(table.grid) if table is not None and table.grid is not None else {}
-    placer = ReplicaPlacer(inv, grid, config=PlacementConfig(block_size_mb=block_size_mb), seed=seed)
+    hours = table.busy_hours if busy_hours and table is not None and table.busy_hours and grid else None
+    placer = ReplicaPlacer(inv, grid, config=PlacementConfig(block_size_mb=block_size_mb), seed=seed,
+                           busy_hours=hours)
     for n in usable:
         if nodes[n].busy:
             placer.set_busy(n, True)
@@ -342,14 +347,15 @@ def build_policy_view(
         selector = ClassSelector(elastic_class(nodes, elastic_nodes), selection)
     pause()
     try:
-        placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static)
+        placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static,
+                                           cfg.placement_busy_hours)
     except PolicyError as exc:
         logger.error("cannot build the replica placer: %s", exc)
         placer, placer_nodes = None, frozenset()
     frozen_nodes = {n: nodes[n] for n in placer_nodes}  # the view's own copy (the caller's dict moves on)
 
     def make_placer(bucket_mb: float) -> ReplicaPlacer | None:
-        return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static)[0]
+        return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static, cfg.placement_busy_hours)[0]
 
     node_env = {n: static.node_environment.get(n, nodes[n].tenant) for n in placer_nodes}
     return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates,

@@ -51,6 +51,9 @@ class ReclusterInput:
     # The service incarnation that asked (``meta.instance_id``): storing is refused once another
     # incarnation owns the database, so a child that outlived its parent cannot write into the next.
     instance_id: str = ""
+    # Busy-hour profiles (``core.busy_hours``) for the replica placement: CPU above this is busy
+    # (None: no profiles in the table).
+    busy_profile_cpu: float | None = None
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -160,7 +163,15 @@ def compute_class_table(inp: ReclusterInput) -> dict[str, Any]:
         {t: float(model.tenant_grid_peak_cpu_[t]) for t in names},
         {t: float(inp.storage_gb_per_tenant.get(t, 0.0)) for t in names},
     )
-    return model.class_table(grid).to_json()
+    table = model.class_table(grid)
+    if inp.busy_profile_cpu is not None:
+        from dataclasses import replace
+
+        from placement_service.core.busy_hours import busy_hour_masks
+
+        masks = busy_hour_masks(series.cpu, series.start_s, series.interval_s, inp.busy_profile_cpu)
+        table = replace(table, busy_hours={t: int(m) for t, m in zip(names, masks.tolist(), strict=True)})
+    return table.to_json()
 
 
 class ReclusterWorker:

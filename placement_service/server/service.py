@@ -754,6 +754,7 @@ class PlacementService:
             reimage_rate_per_tenant=self.reimage_rates(servers, now), seed=self.cfg.seed,
             state_path=self.cfg.data_path("state.sqlite"), node_tenant={r.node: r.tenant for r in nodes},
             instance_id=self.instance_id,
+            busy_profile_cpu=self.cfg.busy_profile_cpu if self.cfg.placement_busy_hours else None,
         )
 
     def adopt_class_table(self, version: int, doc: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
+from placement_service.core.busy_hours import busy_hour_masks as core_busy_hour_masks
 from placement_service.core.clustering import UtilizationClustering
 from placement_service.core.grid import build_grid
 from placement_service.core.placement import PlacementConfig, PlacementResult, ReplicaPlacer
@@ -133,13 +134,6 @@ class HdfsSystem(StrEnum):
     H_HOURS = "HDFS-H-hours"  # beyond the paper: HDFS-H + replicas on tenants not busy at the same hours
 
 
-BUSY_PROFILE_MARGIN_CPU = 0.0
-"""HDFS-H-hours counts a tenant as busy at an hour when its CPU came within this of the busy
-threshold there (the history is a sample: a margin keeps near-busy hours in the profile)."""
-BUSY_PROFILE_MIN_SHARE = 0.05
-"""... in more than this share of the history's samples at that hour of day (0: any sample)."""
-
-
 def busy_hour_masks(
     dc: SimDatacenter,
     cpu: np.ndarray,
@@ -148,23 +142,11 @@ def busy_hour_masks(
     min_share: float | None = None,
     margin_cpu: float | None = None,
 ) -> dict[str, int]:
-    """Per tenant, bit h set when its CPU was above ``busy_cpu - margin_cpu`` in more than
-    ``min_share`` of the history's samples at hour-of-day h (UTC of the trace's clock): its
-    busy-hour profile (defaults: ``BUSY_PROFILE_MARGIN_CPU``, ``BUSY_PROFILE_MIN_SHARE``)."""
-    min_share = BUSY_PROFILE_MIN_SHARE if min_share is None else min_share
-    margin_cpu = BUSY_PROFILE_MARGIN_CPU if margin_cpu is None else margin_cpu
+    """Each tenant's busy-hour profile over the first ``history_slots`` of ``cpu``: the core's
+    ``core.busy_hours.busy_hour_masks``, the same function the service's re-clustering runs."""
     h = max(1, min(int(history_slots), cpu.shape[1]))
-    t_s = dc.series.start_s + np.arange(h) * dc.series.interval_s
-    hour = ((t_s % 86400.0) // 3600.0).astype(np.int64)
-    busy = np.asarray(cpu[:, :h]) > np.float32(busy_cpu - margin_cpu)
-    counts = np.zeros((cpu.shape[0], 24))
-    for hr in range(24):
-        cols = hour == hr
-        if cols.any():
-            counts[:, hr] = busy[:, cols].mean(axis=1)
-    bits = counts > min_share
-    weights = 1 << np.arange(24, dtype=np.int64)
-    masks = (bits * weights).sum(axis=1)
+    masks = core_busy_hour_masks(cpu[:, :h], dc.series.start_s, dc.series.interval_s, busy_cpu,
+                                 min_share=min_share, margin_cpu=margin_cpu)
     return {t: int(m) for t, m in zip(dc.series.tenants, masks.tolist(), strict=True)}
 
 

@@ -83,7 +83,7 @@ def test_cluster_with_grid_writes_the_contract(
     printed = capsys.readouterr().out
     assert "periodic" in printed and "grid:" in printed and f"wrote {out}" in printed
     doc = json.loads(out.read_text())
-    assert set(doc) == {"classes", "tenants", "grid"}
+    assert set(doc) == {"classes", "tenants", "grid", "busy_hours"}
     for c in doc["classes"]:
         assert {"id", "pattern", "avg_cpu", "peak_cpu", "current_cpu", "servers", "cores", "tenants"} <= set(
             c
@@ -102,6 +102,20 @@ def test_cluster_with_grid_writes_the_contract(
     assert cells <= {(r, c) for r in range(3) for c in range(3)} and len(cells) >= 7
     table = ClassTable.from_json(doc)  # the consumers' parser accepts it
     assert table.grid is not None and len(table.grid) == len(truth)
+    # Busy-hour profiles: the same masks as the core function gives on the tenants' series at 2/3.
+    from placement_service.core.busy_hours import busy_hour_masks
+    from placement_service.traces.series import tenant_series
+
+    series = tenant_series(io.load_utilization(paths["utilization"]))
+    expect = busy_hour_masks(series.cpu, series.start_s, series.interval_s, 2.0 / 3.0)
+    assert table.busy_hours == {t: int(m) for t, m in zip(series.tenants, expect.tolist(), strict=True)}
+    assert any(table.busy_hours.values()) and not all(table.busy_hours.values())
+    # --busy-cpu 0: no profiles; out of range: named
+    assert main([*argv[:2], str(tmp_path / "no-hours.json"), *argv[3:], "--busy-cpu", "0"]) == 0
+    assert "busy_hours" not in json.loads((tmp_path / "no-hours.json").read_text())
+    capsys.readouterr()
+    assert main([*argv, "--busy-cpu", "1.5"]) == 2
+    assert "--busy-cpu" in capsys.readouterr().err
 
 
 def test_same_seed_same_file(datacenter: tuple[dict[str, Path], dict[str, Pattern]], tmp_path: Path) -> None:

@@ -20,7 +20,14 @@ import pyarrow.parquet as pq
 
 from placement_service.atomic import atomic_path
 from placement_service.capacity import CapacityError
-from placement_service.capacity.ras.domain import Method, Region, Request, Settings
+from placement_service.capacity.ras.domain import (
+    ELASTIC_TENANT_PREFIX,
+    SHARED_BUFFER_PREFIX,
+    Method,
+    Region,
+    Request,
+    Settings,
+)
 from placement_service.validate import InputError, load_json_file
 
 REQUIRED_COLUMNS = ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
@@ -192,8 +199,9 @@ def parse_requests(doc: Any, where: str) -> tuple[tuple[Request, ...], Settings]
         if not isinstance(r, Mapping):
             raise CapacityError(f"{at}: must be an object")
         rid = r.get("id")
-        if not isinstance(rid, str) or not rid or rid.startswith("shared-buffer:") or rid.startswith("elastic:"):
-            raise CapacityError(f"{at}: 'id' must be a non-empty string not starting with shared-buffer:/elastic:")
+        if not isinstance(rid, str) or not rid or rid.startswith((SHARED_BUFFER_PREFIX, ELASTIC_TENANT_PREFIX)):
+            raise CapacityError(f"{at}: 'id' must be a non-empty string not starting with "
+                                f"{SHARED_BUFFER_PREFIX}/{ELASTIC_TENANT_PREFIX}")
         if rid in ids:
             raise CapacityError(f"{at}: id {rid!r} is used twice")
         ids.add(rid)

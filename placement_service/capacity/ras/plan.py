@@ -15,11 +15,13 @@ import numpy as np
 
 from placement_service.capacity.ras.domain import (
     CAPACITY_TOLERANCE_RRU,
+    SHARED_BUFFER_PREFIX,
     Region,
     Request,
     Settings,
     SolverReport,
     Unmet,
+    shared_buffer_name,
 )
 
 
@@ -144,7 +146,7 @@ def build_plan(
         requested_servers += req.capacity_rru / mean
     shared: dict[str, dict[str, object]] = {}
     for h, need in buffer_need.items():
-        name = f"shared-buffer:{h}"
+        name = shared_buffer_name(h)
         have = len(members.get(name, []))
         shared[name] = {"hardware": h, "servers": have, "required": int(need)}
         if have < need:
@@ -165,7 +167,7 @@ def build_plan(
             moves.append({"server": s, "from": before, "to": after_e, "in_use": bool(in_use[i])})
     harvestable = tuple(
         s for s in region.server
-        if avail[idx[s]] and (assignment.get(s) is None or str(assignment.get(s)).startswith("shared-buffer:"))
+        if avail[idx[s]] and (assignment.get(s) is None or str(assignment.get(s)).startswith(SHARED_BUFFER_PREFIX))
     )  # fmt: skip
     n_avail = int(avail.sum())
     summary = {
