@@ -65,6 +65,15 @@ FULL: dict[str, list[str]] = {
                                "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-risk"],
 }
 
+
+def _with(argv: list[str], **options: str) -> list[str]:
+    """``argv`` with the value after each ``--option`` replaced (``generate_days`` -> ``--generate-days``)."""
+    out = list(argv)
+    for name, value in options.items():
+        out[out.index("--" + name.replace("_", "-")) + 1] = value
+    return out
+
+
 # The standard profile, ordered by what the report checks first: availability (3 and 4 replicas, all
 # four placements), durability over several seeds on generated and real datacenters, then scheduling
 # (one run per point; the ablation over 14 days; the other generator seeds at two levels).
@@ -72,29 +81,17 @@ STANDARD: dict[str, list[str]] = {
     "gen-availability": FULL["gen-availability"],
     "azure-availability": FULL["azure-availability"],
     "planetlab-availability": FULL["planetlab-availability"],
-    "gen-durability-r3": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks", "4000000",
-                          "--runs", "2", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
-    "azure-durability": ["durability", *AZ, "--replicas", "3", "--blocks", "1000000", "--runs", "3",
-                         "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
-    "planetlab-durability": ["durability", *PL, "--replicas", "3", "--blocks", "1000000", "--runs", "3",
-                             "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
-    "gen-durability-r4": ["durability", *GEN, "--reimage-days", "365", "--replicas", "4", "--blocks", "4000000",
-                          "--runs", "1"],
-    "gen-schedule-linear": ["schedule", *GEN, "--generate-days", "37", "--levels", LEVELS, "--scaling", "linear",
-                            "--runs", "1", "--days", "30", "--step-s", "120"],
-    "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "1",
-                              "--days", "7", "--step-s", "120"],
-    "planetlab-schedule-linear": ["schedule", *PL, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "1",
-                                  "--days", "6", "--history-days", "3", "--step-s", "120"],
-    "gen-schedule-root": ["schedule", *GEN, "--generate-days", "37", "--levels", "0.2,0.4,0.6", "--scaling", "root",
-                          "--runs", "1", "--days", "30", "--step-s", "120"],
-    "gen-schedule-ablation": ["schedule", *GEN, "--generate-days", "21", "--levels", "0.3,0.5", "--scaling", "linear",
-                              "--runs", "1", "--days", "14", "--step-s", "120",
-                              "--systems", "YARN-Stock,YARN-PT,YARN-PT-spread,YARN-H,YARN-PT-forecast,YARN-H-forecast"],
-    "gen2-schedule-linear": ["schedule", "--generate", "5000", "--generate-seed", "2", "--generate-days", "37",
-                             "--levels", "0.3,0.5", "--scaling", "linear", "--runs", "1", "--days", "30", "--step-s", "120"],
-    "gen3-schedule-linear": ["schedule", "--generate", "5000", "--generate-seed", "3", "--generate-days", "37",
-                             "--levels", "0.3,0.5", "--scaling", "linear", "--runs", "1", "--days", "30", "--step-s", "120"],
+    "gen-durability-r3": _with(FULL["gen-durability-r3"], runs="2"),
+    "azure-durability": _with(FULL["azure-durability"], replicas="3"),
+    "planetlab-durability": _with(FULL["planetlab-durability"], replicas="3"),
+    "gen-durability-r4": _with(FULL["gen-durability-r4"], runs="1"),
+    "gen-schedule-linear": _with(FULL["gen-schedule-linear"], runs="1"),
+    "azure-schedule-linear": _with(FULL["azure-schedule-linear"], runs="1"),
+    "planetlab-schedule-linear": _with(FULL["planetlab-schedule-linear"], runs="1"),
+    "gen-schedule-root": _with(FULL["gen-schedule-root"], levels="0.2,0.4,0.6", runs="1"),
+    "gen-schedule-ablation": _with(FULL["gen-schedule-ablation"], generate_days="21", days="14"),
+    "gen2-schedule-linear": _with(FULL["gen2-schedule-linear"], levels="0.3,0.5"),
+    "gen3-schedule-linear": _with(FULL["gen3-schedule-linear"], levels="0.3,0.5"),
 }
 
 QGEN = ["--generate", "600", "--generate-seed", "1"]
