@@ -202,13 +202,10 @@ async def choose_targets(args: argparse.Namespace) -> dict[str, Any]:
                 return
             lat.append(took)
             slow.append((took, due - t0))
-            if every is not None:
-                every.append((due - t0, took))
         except grpc.RpcError as exc:
             errors.append(str(exc.code()))
 
-    slow: list[tuple[float, float]] = []
-    every: list[tuple[float, float]] | None = [] if args.dump_latencies else None
+    slow: list[tuple[float, float]] = []  # (latency, due s after start) of every measured call
     lags: list[tuple[float, float]] = []
 
     async def watch() -> None:  # this process's own event-loop stalls, to tell them from the server's
@@ -250,8 +247,9 @@ async def choose_targets(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.wait(set(pending))
     wall = time.perf_counter() - t0
     watcher.cancel()
-    if every is not None:
-        Path(args.dump_latencies).write_text("".join(f"{t:.5f} {1000 * x:.3f}\n" for t, x in every))
+    if args.dump_latencies:
+        Path(args.dump_latencies).write_text("".join(f"{t:.5f} {1000 * x:.3f}\n" for x, t in slow))
+    slowest = sorted(slow, reverse=True)[:40]
     await channel.close()
     # Stalls of this process's own loop (> 5 ms, worst first, [s after start, ms]): a slow call at
     # the same moment is the client's, not the server's.
@@ -259,8 +257,8 @@ async def choose_targets(args: argparse.Namespace) -> dict[str, Any]:
             "rate": args.rate, "duration_s": wall, "ok": len(lat),
             "errors": len(errors), "error_codes": sorted(set(errors))[:5], "latency": pct(lat),
             "warmup_s": args.warmup_s, "warmup_latency": pct(warm),
-            "slowest_at_s": [round(t, 2) for _, t in sorted(slow, reverse=True)[:10]],
-            "slowest": [[round(t, 4), round(1000 * took, 1)] for took, t in sorted(slow, reverse=True)[:40]],
+            "slowest_at_s": [round(t, 2) for _, t in slowest[:10]],
+            "slowest": [[round(t, 4), round(1000 * took, 1)] for took, t in slowest],
             "t0_epoch": time.time() - (time.perf_counter() - t0)}
 
 

@@ -10,7 +10,12 @@ the simulator (``sim.policy``) and the service's re-clustering both call it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from placement_service.core.types import TenantSeries
 
 HOURS = 24
 ALL_HOURS = (1 << HOURS) - 1
@@ -54,3 +59,9 @@ def busy_hour_masks(
             share[:, h] = busy[:, cols].mean(axis=1)
     bits = share > min_share
     return (bits * (np.int64(1) << np.arange(HOURS, dtype=np.int64))).sum(axis=1).astype(np.int64)
+
+
+def busy_hour_profiles(series: TenantSeries, busy_cpu: float) -> dict[str, int]:
+    """:func:`busy_hour_masks` of a tenant series, by tenant (what a class table's ``busy_hours`` holds)."""
+    masks = busy_hour_masks(series.cpu, series.start_s, series.interval_s, busy_cpu)
+    return {t: int(m) for t, m in zip(series.tenants, masks.tolist(), strict=True)}

@@ -166,10 +166,9 @@ def _cluster(args: argparse.Namespace) -> int:
     if grid is not None and args.busy_cpu > 0:
         from dataclasses import replace
 
-        from placement_service.core.busy_hours import busy_hour_masks
+        from placement_service.core.busy_hours import busy_hour_profiles
 
-        masks = busy_hour_masks(series.cpu, series.start_s, series.interval_s, args.busy_cpu)
-        table = replace(table, busy_hours={t: int(m) for t, m in zip(series.tenants, masks.tolist(), strict=True)})
+        table = replace(table, busy_hours=busy_hour_profiles(series, args.busy_cpu))
     _write_json_atomically(Path(args.out), table.to_json())
     summary = _summary(model, table, series, storage_gb=tenant_storage_gb(inventory) if inventory else None)
     summary.update(

@@ -13,6 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from placement_service import HarvestError
+from placement_service.core.busy_hours import ALL_HOURS
 from placement_service.validate import InputError, check_class_id, check_finite, check_int, check_text
 
 
@@ -170,7 +171,7 @@ def _parse_busy_hours(raw: object) -> dict[str, int] | None:
     for t, m in raw.items():
         where = f"busy_hours[{t!r}]"
         check_text(t, where)
-        out[t] = check_int(m, where, minimum=0, maximum=(1 << 24) - 1)
+        out[t] = check_int(m, where, minimum=0, maximum=ALL_HOURS)
     return out
 
 

@@ -167,10 +167,9 @@ def compute_class_table(inp: ReclusterInput) -> dict[str, Any]:
     if inp.busy_profile_cpu is not None:
         from dataclasses import replace
 
-        from placement_service.core.busy_hours import busy_hour_masks
+        from placement_service.core.busy_hours import busy_hour_profiles
 
-        masks = busy_hour_masks(series.cpu, series.start_s, series.interval_s, inp.busy_profile_cpu)
-        table = replace(table, busy_hours={t: int(m) for t, m in zip(names, masks.tolist(), strict=True)})
+        table = replace(table, busy_hours=busy_hour_profiles(series, inp.busy_profile_cpu))
     return table.to_json()
 
 
