@@ -151,6 +151,17 @@ class PolicyView:
             with self._lock:
                 self.selector.update_current(current)
 
+    def set_selection(self, selection: SelectionConfig | None) -> None:
+        """Take new selection settings in place: a new selector over the same classes, each class's
+        current CPU carried over; the placers are untouched."""
+        if self.selector is None:
+            return
+        with self._lock:
+            current = self.selector.current()
+            selector = ClassSelector(self.selector.classes, selection)
+            selector.update_current(current)
+            self.selector = selector
+
     def set_busy(self, node: str, busy: bool) -> None:
         if self.placer is not None and node in self.placer_nodes:
             with self._lock:

@@ -196,6 +196,8 @@ class ReclusterWorker:
         self.last_error = ""
         self.last_duration_s = 0.0
         self.last_finished_s = 0.0
+        # Wall time of each step of the last good run (input snapshot, child, adoption in the server).
+        self.last_phases_s: dict[str, float] = {}
         self._pool: ProcessPoolExecutor | None = None
         self._thread = threading.Thread(target=self._loop, name="recluster", daemon=True)
 
@@ -223,7 +225,7 @@ class ReclusterWorker:
         return {
             "running": self.running, "queued": self._requested, "runs": self.runs, "failures": self.failures,
             "last_error": self.last_error, "last_duration_s": self.last_duration_s,
-            "last_finished_s": self.last_finished_s,
+            "last_finished_s": self.last_finished_s, "last_phases_s": dict(self.last_phases_s),
         }
 
     def _loop(self) -> None:
@@ -257,10 +259,17 @@ class ReclusterWorker:
                     max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_child_init,
                     initargs=(self._priority, os.getpid()),
                 )
+            t_input = time.monotonic()
             version, doc = self._pool.submit(recluster_and_store, inp).result()
+            t_child = time.monotonic()
             self._on_table(version, doc)
+            t_adopt = time.monotonic()
             self.runs += 1
             self.last_error = ""
+            self.last_phases_s = {"input": round(t_input - start, 3), "child": round(t_child - t_input, 3),
+                                  "adopt": round(t_adopt - t_child, 3)}
+            logger.info("re-clustering v%d took %.1f s: input %.3f s, child %.1f s, adoption %.3f s", version,
+                        t_adopt - start, t_input - start, t_child - t_input, t_adopt - t_child)
         except Exception as exc:  # a failed run keeps the old table (the safe side)
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"

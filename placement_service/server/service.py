@@ -39,6 +39,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -61,6 +62,7 @@ from placement_service.server.reports import (
     encode_frame,
 )
 from placement_service.server.state import StateStore
+from placement_service.server.throttle import duty_cycle
 from placement_service.server.wal import (
     LogError,
     ReportLog,
@@ -82,6 +84,10 @@ class IngestResult:
     stored: tuple[NodeReport, ...]
     duplicates: int
     acked_seq: dict[str, int]
+
+
+# Background view builds run 1 ms slices with 3 ms rests (throttle.py): a quarter of the GIL at most.
+REBUILD_DUTY_CYCLE = (0.001, 0.003)
 
 
 def _yield_gil() -> None:
@@ -640,11 +646,16 @@ class PlacementService:
         with self._nodes_lock:
             nodes_version = self._nodes_version
             selection, selection_source = self.insight.selection_config()
-            changed = (doc is not None or nodes_version != self._policy_nodes_version or self._policy_stale
-                       or selection != self._selection)
+            changed = doc is not None or nodes_version != self._policy_nodes_version or self._policy_stale
             nodes = dict(self._nodes)
         old = self._policy
         if not changed:
+            # New selection settings (thresholds learned from job lengths move with almost every
+            # tick) need only a new selector; rebuilding the placers over every node for them cost
+            # ~120 ms of CPU per tick, a ChooseTargets stall of up to 200 ms each time.
+            if selection != self._selection:
+                old.set_selection(selection)
+                self._selection, self._selection_source = selection, selection_source
             old.update_current(nodes, self.cfg.current_window_s)
             return
         # The view is long-lived (~100k objects): build it with the collector off, so that the burst
@@ -654,19 +665,21 @@ class PlacementService:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         switch_s = sys.getswitchinterval()
+        throttle: AbstractContextManager[Any] = duty_cycle(*REBUILD_DUTY_CYCLE) if background else nullcontext()
         if background:
             # Hand the interpreter back to request threads five times more often while building.
             sys.setswitchinterval(min(switch_s, 0.0002))
         try:
-            view = build_policy_view(
-                self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
-                nodes, self._effective_harvestable(), static=self._static,
-                # A new table brings each class's latest CPU from the history; reports refine it on
-                # the next compaction tick (``update_current``), keeping the swap itself short.
-                current_window_s=None if doc is not None else self.cfg.current_window_s,
-                table=table, pause=_yield_gil if background else (lambda: None), selection=selection,
-                elastic_nodes=self._lent_elastic(),
-            )
+            with throttle:
+                view = build_policy_view(
+                    self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
+                    nodes, self._effective_harvestable(), static=self._static,
+                    # A new table brings each class's latest CPU from the history; reports refine it on
+                    # the next compaction tick (``update_current``), keeping the swap itself short.
+                    current_window_s=None if doc is not None else self.cfg.current_window_s,
+                    table=table, pause=_yield_gil if background else (lambda: None), selection=selection,
+                    elastic_nodes=self._lent_elastic(),
+                )
             gc.freeze()
         finally:
             sys.setswitchinterval(switch_s)
@@ -762,20 +775,21 @@ class PlacementService:
         labels (best effort). Called by the re-clustering worker, never on a request path."""
         from placement_service.core.types import ClassTable
 
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # see refresh_policy: no full collection in the middle of a burst of allocations
-        try:
-            table = ClassTable.from_json(doc, "re-clustering result")
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        if version == 0:
-            with self._nodes_lock:
-                nodes = dict(self._nodes)  # copy under the lock, compute outside it
-            labels_of = {n: table.tenant_class.get(r.tenant, "") for n, r in nodes.items()}
-            version = self.state.save_class_table(doc, labels_of)
-        _yield_gil()
-        self.refresh_policy(doc, version, table=table)
+        with duty_cycle(*REBUILD_DUTY_CYCLE):  # see throttle.py: requests drain between slices
+            gc_was_enabled = gc.isenabled()
+            gc.disable()  # see refresh_policy: no full collection in the middle of a burst of allocations
+            try:
+                table = ClassTable.from_json(doc, "re-clustering result")
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
+            if version == 0:
+                with self._nodes_lock:
+                    nodes = dict(self._nodes)  # copy under the lock, compute outside it
+                labels_of = {n: table.tenant_class.get(r.tenant, "") for n, r in nodes.items()}
+                version = self.state.save_class_table(doc, labels_of)
+            _yield_gil()
+            self.refresh_policy(doc, version, table=table)
         self.metrics.set("harvest_class_table_version", version)
         self.metrics.set("harvest_classes", len(table.classes))
         logger.info("adopted class table v%d: %d classes, %d tenants", version, len(table.classes),

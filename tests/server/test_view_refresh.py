@@ -1,0 +1,73 @@
+"""The compaction tick's policy refresh rebuilds only what changed: job-type thresholds learned from
+the jobs seen move with almost every tick, and must swap the class selector alone, never rebuild the
+replica placers over every node (that rebuild was a ChooseTargets stall of up to 200 ms per tick)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from placement_service.core.types import Job
+from placement_service.server.config import build_config
+from placement_service.server.reports import parse_report_batch
+from placement_service.server.service import PlacementService
+from tests.server.conftest import report
+
+TENANTS = {"a": (0, 0), "b": (1, 1), "c": (2, 2)}
+
+
+def _classes_file(tmp: Path) -> Path:
+    classes, tenants, grid = [], {}, {}
+    for i, (t, (row, col)) in enumerate(TENANTS.items()):
+        cid = f"constant-{i}"
+        classes.append({"id": cid, "pattern": "constant", "avg_cpu": 0.2 + 0.1 * i, "peak_cpu": 0.3 + 0.1 * i,
+                        "current_cpu": 0.25, "servers": 3, "cores": 24, "tenants": [t]})
+        tenants[t] = {"class": cid, "pattern": "constant"}
+        grid[t] = {"reimage_row": row, "peak_column": col}
+    path = tmp / "classes.json"
+    path.write_text(json.dumps({"classes": classes, "tenants": tenants, "grid": grid}))
+    return path
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[PlacementService]:
+    svc = PlacementService(build_config(env={}, flags={
+        "data_dir": str(tmp_path / "d"), "compact_interval_s": 3600, "recluster_interval_s": 0,
+        "classes_file": str(_classes_file(tmp_path)), "selection_min_jobs": 3}))
+    svc.start()
+    try:
+        now = time.time()
+        reps = [report(f"{t}-{k}", t, now, cpu=2.0 + i, seq=1) for i, t in enumerate(TENANTS) for k in range(3)]
+        svc.ingest_and_wait(parse_report_batch({"reports": reps}, now, 300.0, 5000))
+        svc.refresh_policy()
+        yield svc
+    finally:
+        svc.close()
+
+
+def _job(duration_s: float) -> Job:
+    return Job("q", duration_s, {"Map 1": 4})
+
+
+def test_new_thresholds_swap_the_selector_and_keep_the_placers(service: PlacementService) -> None:
+    view = service.policy
+    placer = view.placer
+    assert placer is not None and view.selector is not None
+    current = view.selector.current()
+    assert service.select(_job(600.0)).selection.job_type == "medium"  # configured: 300 s < 600 s < 3600 s
+    for d in (10.0, 20.0, 30.0, 40.0):
+        service.select(_job(d))
+    service.refresh_policy()  # the compaction tick
+    assert service.policy is view and view.placer is placer  # nothing rebuilt over the nodes
+    assert view.selector.config.long_min_s < 600.0  # thresholds now the thirds of the lengths seen
+    assert service.select(_job(600.0)).selection.job_type == "long"
+    assert view.selector.current() == current  # each class's current CPU carried over
+    # A change of the nodes still rebuilds the view.
+    now = time.time()
+    service.ingest_and_wait(parse_report_batch({"reports": [report("a-9", "a", now, seq=1)]}, now, 300.0, 5000))
+    service.refresh_policy()
+    assert service.policy is not view and "a-9" in service.policy.placer_nodes
