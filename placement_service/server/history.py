@@ -321,10 +321,11 @@ class HistoryStore:
             return SCHEMA.empty_table()
         return pa.concat_tables(tables)
 
-    def _read_file(self, path: Path, filters: list[tuple[str, str, object]]) -> pa.Table | None:
+    def _read_file(self, path: Path, filters: list[tuple[str, str, object]],
+                   columns: list[str] | None = None) -> pa.Table | None:
         """One file's rows, or None when it is damaged (quarantined by the owner, skipped by others)."""
         try:
-            return pq.read_table(path, schema=SCHEMA, filters=filters)
+            return pq.read_table(path, schema=SCHEMA, filters=filters, columns=columns)
         except FileNotFoundError:
             raise
         except (pa.ArrowException, OSError, ValueError) as exc:
@@ -359,25 +360,63 @@ class HistoryStore:
     def tenant_matrix(self, since_s: float, until_s: float) -> tuple[list[str], int, np.ndarray]:
         """Every tenant's average CPU per slot: ``(tenants, first_slot_s, cpu[n_tenants, n_slots])``.
 
-        Slots without reports are NaN. Used by re-clustering (which fills short gaps itself).
+        Slots without reports are NaN; the slots run from the first to the last one with a report
+        (slot starts are multiples of ``slot_s``). Used by re-clustering (which fills short gaps
+        itself). Files are summed one at a time into two slot x tenant accumulators, so the peak
+        memory is about three result-sized arrays plus one file (14 days of 5,000 tenants: ~0.5 GB,
+        against ~2.7 GB for reading every row at once), and every page the re-clustering touches
+        is one it needs: fresh memory is what slows the serving process beside it.
         """
-        table = self.read_table(since_s, until_s)
-        if table.num_rows == 0:
+        slot = self.slot_s
+        lo, hi = int(np.floor(since_s)), int(np.ceil(until_s))
+        base = lo - lo % slot
+        n_slots = max(1, -(-(hi - base) // slot))
+        filters: list[tuple[str, str, object]] = [("slot_start_s", ">=", lo), ("slot_start_s", "<", hi)]
+        columns = ["tenant", "slot_start_s", "n_reports", "cpu_frac_sum"]
+        for attempt in range(5):
+            ids: dict[str, int] = {}
+            cap = 0
+            n = np.zeros((n_slots, 0))
+            c = np.zeros((n_slots, 0))
+            with self._lock:
+                try:
+                    for p in self._files_between(since_s, until_s):
+                        table = self._read_file(p, filters, columns)
+                        if table is None or table.num_rows == 0:
+                            continue
+                        enc = pc.dictionary_encode(table["tenant"]).combine_chunks()
+                        local = np.array([ids.setdefault(str(x), len(ids)) for x in enc.dictionary.to_pylist()],
+                                         dtype=np.int64)
+                        if len(ids) > cap:  # new tenants: widen the accumulators (rare after the first file)
+                            cap = max(len(ids), 2 * cap)
+                            n = np.concatenate([n, np.zeros((n_slots, cap - n.shape[1]))], axis=1)
+                            c = np.concatenate([c, np.zeros((n_slots, cap - c.shape[1]))], axis=1)
+                        t = local[enc.indices.to_numpy(zero_copy_only=False)]
+                        s = (table["slot_start_s"].to_numpy() - base) // slot
+                        s_lo, s_hi = int(s.min()), int(s.max())
+                        key = (s - s_lo) * cap + t
+                        size = (s_hi - s_lo + 1) * cap
+                        n[s_lo:s_hi + 1] += np.bincount(key, weights=table["n_reports"].to_numpy().astype(np.float64),
+                                                        minlength=size).reshape(-1, cap)
+                        c[s_lo:s_hi + 1] += np.bincount(key, weights=table["cpu_frac_sum"].to_numpy(),
+                                                        minlength=size).reshape(-1, cap)
+                    break
+                except FileNotFoundError:  # a merge replaced a file meanwhile: start again
+                    if attempt == 4:
+                        raise
+        if not ids:
             return [], 0, np.zeros((0, 0))
-        tenant_col = pc.dictionary_encode(table["tenant"]).combine_chunks()
-        names = [str(x) for x in tenant_col.dictionary.to_pylist()]
-        order = np.argsort(names)
-        rank = np.empty(len(names), dtype=np.int64)
-        rank[order] = np.arange(len(names))
-        t_idx = rank[tenant_col.indices.to_numpy(zero_copy_only=False)]
-        slots = table["slot_start_s"].to_numpy()
-        first = int(slots.min())
-        s_idx = (slots - first) // self.slot_s
-        n_slots = int(s_idx.max()) + 1
-        n = np.zeros((len(names), n_slots))
-        c = np.zeros((len(names), n_slots))
-        np.add.at(n, (t_idx, s_idx), table["n_reports"].to_numpy())
-        np.add.at(c, (t_idx, s_idx), table["cpu_frac_sum"].to_numpy())
+        used = len(ids)
+        seen = np.flatnonzero((n[:, :used] > 0).any(axis=1))
+        if seen.size == 0:
+            return [], 0, np.zeros((0, 0))
+        first, last = int(seen[0]), int(seen[-1])
+        names = list(ids)
+        order = np.argsort(names, kind="stable")
+        n_used, c_used = n[first:last + 1, :used], c[first:last + 1, :used]
         with np.errstate(invalid="ignore", divide="ignore"):
-            cpu = np.where(n > 0, c / np.maximum(n, 1), np.nan)
-        return sorted(names), first, cpu
+            np.divide(c_used, n_used, out=c_used, where=n_used > 0)
+        c_used[n_used <= 0] = np.nan
+        del n, n_used
+        cpu = np.ascontiguousarray(c_used.T[order])  # one copy: tenants as rows, by name
+        return [names[i] for i in order], base + first * slot, cpu

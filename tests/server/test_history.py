@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -67,3 +68,47 @@ def test_half_written_files_are_never_read_and_removed_at_start(tmp_path: Path) 
     HistoryStore(tmp_path, 300)
     assert not list(path.parent.glob("*.tmp"))
     assert pq.read_table(path).num_rows == 1
+
+
+def _matrix_by_rows(store: HistoryStore, since_s: float, until_s: float) -> tuple[list[str], int, np.ndarray]:
+    """Reference for ``tenant_matrix``: every row at once, summed per (tenant, slot)."""
+    table = store.read_table(since_s, until_s)
+    if table.num_rows == 0:
+        return [], 0, np.zeros((0, 0))
+    names = sorted(set(table["tenant"].to_pylist()))
+    row = {t: i for i, t in enumerate(names)}
+    slots = table["slot_start_s"].to_numpy()
+    first = int(slots.min())
+    n = np.zeros((len(names), (int(slots.max()) - first) // store.slot_s + 1))
+    c = np.zeros_like(n)
+    for t, s, k, v in zip(table["tenant"].to_pylist(), slots, table["n_reports"].to_numpy(),
+                          table["cpu_frac_sum"].to_numpy(), strict=True):
+        n[row[t], (s - first) // store.slot_s] += k
+        c[row[t], (s - first) // store.slot_s] += v
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return names, first, np.where(n > 0, c / np.maximum(n, 1), np.nan)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tenant_matrix_streams_files_and_sums_exactly_like_all_rows_at_once(tmp_path: Path, seed: int) -> None:
+    """Several days, several segments per day (the same slot in two segments), tenants that appear
+    only in later files, gaps, and window edges that cut through days and slots."""
+    rng = np.random.default_rng(seed)
+    store = HistoryStore(tmp_path, 300)
+    tenants = [f"t{k:02d}" for k in range(12)]
+    for seg in range(1, 9):
+        agg: Aggregate = {}
+        day = int(rng.integers(0, 4))
+        live = tenants[: 4 + seg]  # later segments bring new tenants
+        reps = [rep(str(rng.choice(live)), DAY0 + day * 86400 + float(rng.uniform(0, 86400)), float(rng.uniform(0, 10)),
+                    node=f"n{k}") for k in range(300)]
+        reps += [rep("t00", DAY0 + 5, 3.0)]  # the same slot in every segment
+        add_reports(agg, reps, 300)
+        store.write_segment(seg, agg)
+    for since, until in [(DAY0, DAY0 + 4 * 86400), (DAY0 + 4000.5, DAY0 + 2 * 86400 + 123.0), (DAY0 + 9 * 86400, DAY0 + 10 * 86400)]:
+        names, first, cpu = store.tenant_matrix(since, until)
+        want_names, want_first, want = _matrix_by_rows(store, since, until)
+        assert names == want_names and first == want_first
+        assert cpu.shape == want.shape and cpu.flags["C_CONTIGUOUS"]
+        np.testing.assert_allclose(cpu, want, rtol=1e-12, equal_nan=True)
+    assert store.tenant_matrix(DAY0 + 9 * 86400, DAY0 + 10 * 86400)[0] == []
