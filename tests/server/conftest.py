@@ -119,3 +119,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
         yield srv
     finally:
         srv.stop()
+
+
+def grid_classes_file(tmp: Path, cells: dict[str, tuple[int, int]], servers: int = 4, cores: float = 128) -> Path:
+    """A classes.json with one constant class per tenant, at the given (reimage row, peak column)."""
+    classes, tenants, grid = [], {}, {}
+    for i, (t, (row, col)) in enumerate(cells.items()):
+        cid = f"constant-{i}"
+        classes.append({"id": cid, "pattern": "constant", "avg_cpu": 0.2 + 0.1 * i, "peak_cpu": 0.3 + 0.1 * i,
+                        "current_cpu": 0.25, "servers": servers, "cores": cores, "tenants": [t]})
+        tenants[t] = {"class": cid, "pattern": "constant"}
+        grid[t] = {"reimage_row": row, "peak_column": col}
+    path = tmp / "classes.json"
+    path.write_text(json.dumps({"classes": classes, "tenants": tenants, "grid": grid}))
+    return path

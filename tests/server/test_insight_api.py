@@ -10,20 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.server.conftest import ServerProc, report, start_server
-
-
-def _classes(tmp: Path, cells: dict[str, tuple[int, int]]) -> Path:
-    classes, tenants, grid = [], {}, {}
-    for i, (t, (row, col)) in enumerate(cells.items()):
-        cid = f"constant-{i}"
-        classes.append({"id": cid, "pattern": "constant", "avg_cpu": 0.2 + 0.1 * i, "peak_cpu": 0.3 + 0.1 * i,
-                        "current_cpu": 0.25, "servers": 4, "cores": 128, "tenants": [t]})
-        tenants[t] = {"class": cid, "pattern": "constant"}
-        grid[t] = {"reimage_row": row, "peak_column": col}
-    path = tmp / "classes.json"
-    path.write_text(json.dumps({"classes": classes, "tenants": tenants, "grid": grid}))
-    return path
+from tests.server.conftest import ServerProc, grid_classes_file, report, start_server
 
 
 def _start(tmp: Path, cells: dict[str, tuple[int, int]] | None, **settings: object) -> ServerProc:
@@ -31,7 +18,7 @@ def _start(tmp: Path, cells: dict[str, tuple[int, int]] | None, **settings: obje
     cfg.write_text(json.dumps(settings))
     extra = ["--compact-interval-s", "1", "--recluster-interval-s", "0", "--config", str(cfg)]
     if cells is not None:
-        extra += ["--classes-file", str(_classes(tmp, cells))]
+        extra += ["--classes-file", str(grid_classes_file(tmp, cells))]
     return start_server(tmp / "data", *extra)
 
 

@@ -4,7 +4,6 @@ replica placers over every node (that rebuild was a ChooseTargets stall of up to
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,29 +14,16 @@ from placement_service.core.types import Job
 from placement_service.server.config import build_config
 from placement_service.server.reports import parse_report_batch
 from placement_service.server.service import PlacementService
-from tests.server.conftest import report
+from tests.server.conftest import grid_classes_file, report
 
 TENANTS = {"a": (0, 0), "b": (1, 1), "c": (2, 2)}
-
-
-def _classes_file(tmp: Path) -> Path:
-    classes, tenants, grid = [], {}, {}
-    for i, (t, (row, col)) in enumerate(TENANTS.items()):
-        cid = f"constant-{i}"
-        classes.append({"id": cid, "pattern": "constant", "avg_cpu": 0.2 + 0.1 * i, "peak_cpu": 0.3 + 0.1 * i,
-                        "current_cpu": 0.25, "servers": 3, "cores": 24, "tenants": [t]})
-        tenants[t] = {"class": cid, "pattern": "constant"}
-        grid[t] = {"reimage_row": row, "peak_column": col}
-    path = tmp / "classes.json"
-    path.write_text(json.dumps({"classes": classes, "tenants": tenants, "grid": grid}))
-    return path
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[PlacementService]:
     svc = PlacementService(build_config(env={}, flags={
         "data_dir": str(tmp_path / "d"), "compact_interval_s": 3600, "recluster_interval_s": 0,
-        "classes_file": str(_classes_file(tmp_path)), "selection_min_jobs": 3}))
+        "classes_file": str(grid_classes_file(tmp_path, TENANTS, servers=3, cores=24)), "selection_min_jobs": 3}))
     svc.start()
     try:
         now = time.time()
