@@ -37,7 +37,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -295,31 +295,36 @@ class HistoryStore:
         return out
 
     def read_table(self, since_s: float, until_s: float, tenant: str | None = None) -> pa.Table:
-        """Rows with ``since_s <= slot_start_s < until_s`` (optionally one tenant), not yet summed.
-
-        Another process (re-clustering) reads while the owner may merge a day: a file deleted between
-        listing and reading makes it list again (merges keep every report in exactly one visible file).
-        """
+        """Rows with ``since_s <= slot_start_s < until_s`` (optionally one tenant), not yet summed."""
         filters: list[tuple[str, str, object]] = [
             ("slot_start_s", ">=", int(np.floor(since_s))), ("slot_start_s", "<", int(np.ceil(until_s)))
         ]
         if tenant is not None:
             filters.append(("tenant", "=", tenant))
-        for attempt in range(5):
-            with self._lock:
-                try:
-                    tables = []
-                    for p in self._files_between(since_s, until_s):
-                        table = self._read_file(p, filters)
-                        if table is not None:
-                            tables.append(table)
-                    break
-                except FileNotFoundError:
-                    if attempt == 4:
-                        raise
+        tables: list[pa.Table] = []
+        self._read_consistent(since_s, until_s, filters, None, tables.append, tables.clear)
         if not tables:
             return SCHEMA.empty_table()
         return pa.concat_tables(tables)
+
+    def _read_consistent(self, since_s: float, until_s: float, filters: list[tuple[str, str, object]],
+                         columns: list[str] | None, add: Callable[[pa.Table], None],
+                         restart: Callable[[], None]) -> None:
+        """``add`` each non-empty file's rows in the window. Another process (re-clustering) reads
+        while the owner may merge a day: a file deleted between listing and reading makes it
+        ``restart`` and list again (merges keep every report in exactly one visible file)."""
+        for attempt in range(5):
+            with self._lock:
+                try:
+                    for p in self._files_between(since_s, until_s):
+                        table = self._read_file(p, filters, columns)
+                        if table is not None and table.num_rows:
+                            add(table)
+                    return
+                except FileNotFoundError:
+                    if attempt == 4:
+                        raise
+                    restart()
 
     def _read_file(self, path: Path, filters: list[tuple[str, str, object]],
                    columns: list[str] | None = None) -> pa.Table | None:
@@ -367,56 +372,56 @@ class HistoryStore:
         against ~2.7 GB for reading every row at once), and every page the re-clustering touches
         is one it needs: fresh memory is what slows the serving process beside it.
         """
-        slot = self.slot_s
         lo, hi = int(np.floor(since_s)), int(np.ceil(until_s))
-        base = lo - lo % slot
-        n_slots = max(1, -(-(hi - base) // slot))
-        filters: list[tuple[str, str, object]] = [("slot_start_s", ">=", lo), ("slot_start_s", "<", hi)]
-        columns = ["tenant", "slot_start_s", "n_reports", "cpu_frac_sum"]
-        for attempt in range(5):
-            ids: dict[str, int] = {}
-            cap = 0
-            n = np.zeros((n_slots, 0))
-            c = np.zeros((n_slots, 0))
-            with self._lock:
-                try:
-                    for p in self._files_between(since_s, until_s):
-                        table = self._read_file(p, filters, columns)
-                        if table is None or table.num_rows == 0:
-                            continue
-                        enc = pc.dictionary_encode(table["tenant"]).combine_chunks()
-                        local = np.array([ids.setdefault(str(x), len(ids)) for x in enc.dictionary.to_pylist()],
-                                         dtype=np.int64)
-                        if len(ids) > cap:  # new tenants: widen the accumulators (rare after the first file)
-                            cap = max(len(ids), 2 * cap)
-                            n = np.concatenate([n, np.zeros((n_slots, cap - n.shape[1]))], axis=1)
-                            c = np.concatenate([c, np.zeros((n_slots, cap - c.shape[1]))], axis=1)
-                        t = local[enc.indices.to_numpy(zero_copy_only=False)]
-                        s = (table["slot_start_s"].to_numpy() - base) // slot
-                        s_lo, s_hi = int(s.min()), int(s.max())
-                        key = (s - s_lo) * cap + t
-                        size = (s_hi - s_lo + 1) * cap
-                        n[s_lo:s_hi + 1] += np.bincount(key, weights=table["n_reports"].to_numpy().astype(np.float64),
-                                                        minlength=size).reshape(-1, cap)
-                        c[s_lo:s_hi + 1] += np.bincount(key, weights=table["cpu_frac_sum"].to_numpy(),
-                                                        minlength=size).reshape(-1, cap)
-                    break
-                except FileNotFoundError:  # a merge replaced a file meanwhile: start again
-                    if attempt == 4:
-                        raise
-        if not ids:
-            return [], 0, np.zeros((0, 0))
-        used = len(ids)
-        seen = np.flatnonzero((n[:, :used] > 0).any(axis=1))
+        sums = _SlotSums(lo - lo % self.slot_s, hi, self.slot_s)
+        self._read_consistent(since_s, until_s, [("slot_start_s", ">=", lo), ("slot_start_s", "<", hi)],
+                              ["tenant", "slot_start_s", "n_reports", "cpu_frac_sum"], sums.add, sums.reset)
+        return sums.mean_cpu()
+
+
+class _SlotSums:
+    """Reports and CPU summed per (slot, tenant) over slots ``[base_s, until_s)``, one file's rows
+    at a time (``tenant_matrix``)."""
+
+    def __init__(self, base_s: int, until_s: int, slot_s: int) -> None:
+        self.base_s, self.slot_s = base_s, slot_s
+        self.n_slots = max(1, -(-(until_s - base_s) // slot_s))
+        self.reset()
+
+    def reset(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.n = np.zeros((self.n_slots, 0))
+        self.c = np.zeros((self.n_slots, 0))
+
+    def add(self, table: pa.Table) -> None:
+        enc = pc.dictionary_encode(table["tenant"]).combine_chunks()
+        local = np.array([self.ids.setdefault(str(x), len(self.ids)) for x in enc.dictionary.to_pylist()],
+                         dtype=np.int64)
+        cap = self.n.shape[1]
+        if len(self.ids) > cap:  # new tenants: widen the accumulators (rare after the first file)
+            cap = max(len(self.ids), 2 * cap)
+            wider = np.zeros((self.n_slots, cap - self.n.shape[1]))
+            self.n, self.c = np.concatenate([self.n, wider], axis=1), np.concatenate([self.c, wider], axis=1)
+        t = local[enc.indices.to_numpy(zero_copy_only=False)]
+        s = (table["slot_start_s"].to_numpy() - self.base_s) // self.slot_s
+        s_lo, s_hi = int(s.min()), int(s.max())
+        key, size = (s - s_lo) * cap + t, (s_hi - s_lo + 1) * cap
+        for acc, col in ((self.n, "n_reports"), (self.c, "cpu_frac_sum")):
+            weights = table[col].to_numpy().astype(np.float64)
+            acc[s_lo:s_hi + 1] += np.bincount(key, weights=weights, minlength=size).reshape(-1, cap)
+
+    def mean_cpu(self) -> tuple[list[str], int, np.ndarray]:
+        """``(tenants by name, first slot with a report, cpu[tenant, slot])``, NaN where none."""
+        used = len(self.ids)
+        n, c = self.n[:, :used], self.c[:, :used]
+        seen = np.flatnonzero((n > 0).any(axis=1))
         if seen.size == 0:
             return [], 0, np.zeros((0, 0))
         first, last = int(seen[0]), int(seen[-1])
-        names = list(ids)
+        n, c = n[first:last + 1], c[first:last + 1]
+        np.divide(c, n, out=c, where=n > 0)
+        c[n <= 0] = np.nan
+        names = list(self.ids)
         order = np.argsort(names, kind="stable")
-        n_used, c_used = n[first:last + 1, :used], c[first:last + 1, :used]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            np.divide(c_used, n_used, out=c_used, where=n_used > 0)
-        c_used[n_used <= 0] = np.nan
-        del n, n_used
-        cpu = np.ascontiguousarray(c_used.T[order])  # one copy: tenants as rows, by name
-        return [names[i] for i in order], base + first * slot, cpu
+        cpu = np.ascontiguousarray(c.T[order])  # one copy: tenants as rows, by name
+        return [names[i] for i in order], self.base_s + first * self.slot_s, cpu

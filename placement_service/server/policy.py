@@ -328,23 +328,20 @@ def build_policy_view(
     block_size_mb: float = 256.0,
     static: StaticInputs | None = None,
     table: ClassTable | None = None,
-    pause: Callable[[], None] = lambda: None,
     selection: SelectionConfig | None = None,
     elastic_nodes: frozenset[str] = frozenset(),
 ) -> PolicyView:
-    """Build a view; ``table`` is ``doc`` already parsed (optional); ``pause`` runs between the
-    stages (the background caller sleeps there, so request threads get the GIL back)."""
+    """Build a view; ``table`` is ``doc`` already parsed (optional). A background caller throttles
+    the whole build (``server/throttle.py``), so request threads get the GIL back."""
     static = static or StaticInputs({}, {}, {})
     selector = None
     if doc is not None:
         try:
             if table is None:
                 table = ClassTable.from_json(doc, f"class table v{version}")
-                pause()
             if table.classes:
                 selector = ClassSelector(list(table.classes) + elastic_class(nodes, elastic_nodes), selection)
                 if current_window_s:
-                    pause()
                     current = class_current_cpu(table, nodes, time.time(), current_window_s)
                     if current:
                         selector.update_current(current)
@@ -356,7 +353,6 @@ def build_policy_view(
     if selector is None and elastic_class(nodes, elastic_nodes):
         # No class table yet, but elastic servers are lent: jobs can already go to them.
         selector = ClassSelector(elastic_class(nodes, elastic_nodes), selection)
-    pause()
     try:
         placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static,
                                            cfg.placement_busy_hours)

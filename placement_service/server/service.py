@@ -39,7 +39,6 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -88,11 +87,6 @@ class IngestResult:
 
 # Background view builds run 1 ms slices with 3 ms rests (throttle.py): a quarter of the GIL at most.
 REBUILD_DUTY_CYCLE = (0.001, 0.003)
-
-
-def _yield_gil() -> None:
-    """Background rebuilds sleep between stages so request threads drain what queued meanwhile."""
-    time.sleep(0.005)
 
 
 def _newer(a: NodeReport | None, b: NodeReport) -> NodeReport:
@@ -665,19 +659,18 @@ class PlacementService:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         switch_s = sys.getswitchinterval()
-        throttle: AbstractContextManager[Any] = duty_cycle(*REBUILD_DUTY_CYCLE) if background else nullcontext()
         if background:
             # Hand the interpreter back to request threads five times more often while building.
             sys.setswitchinterval(min(switch_s, 0.0002))
         try:
-            with throttle:
+            with duty_cycle(*(REBUILD_DUTY_CYCLE if background else (0.0, 0.0))):
                 view = build_policy_view(
                     self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
                     nodes, self._effective_harvestable(), static=self._static,
                     # A new table brings each class's latest CPU from the history; reports refine it on
                     # the next compaction tick (``update_current``), keeping the swap itself short.
                     current_window_s=None if doc is not None else self.cfg.current_window_s,
-                    table=table, pause=_yield_gil if background else (lambda: None), selection=selection,
+                    table=table, selection=selection,
                     elastic_nodes=self._lent_elastic(),
                 )
             gc.freeze()
@@ -788,7 +781,6 @@ class PlacementService:
                     nodes = dict(self._nodes)  # copy under the lock, compute outside it
                 labels_of = {n: table.tenant_class.get(r.tenant, "") for n, r in nodes.items()}
                 version = self.state.save_class_table(doc, labels_of)
-            _yield_gil()
             self.refresh_policy(doc, version, table=table)
         self.metrics.set("harvest_class_table_version", version)
         self.metrics.set("harvest_classes", len(table.classes))
