@@ -11,15 +11,19 @@ the primary's server. An operator can also say so explicitly (``harvest agent re
 for reimages the agent cannot see (no DataNode directories configured, a new agent install).
 Detected or declared events wait in ``STATE_DIR/reimages.pending.jsonl`` (one JSON object a line:
 ``{"node", "timestamp", "how"}``) until the placement service acknowledges them, so none is lost
-while the service is down. :func:`detect` is pure; the rest is the small file adapter.
+while the service is down. The running agent and ``report-reimage`` (another process) both rewrite
+that file, so every access holds an ``flock`` on ``reimages.pending.lock`` beside it; no event is
+dropped and no read fails on the file being replaced or removed. :func:`detect` is pure; the rest is the small file adapter.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +34,7 @@ logger = logging.getLogger(__name__)
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 MARKER_NAME = ".harvest-agent-marker"
 PENDING_NAME = "reimages.pending.jsonl"
+LOCK_NAME = "reimages.pending.lock"
 BOOT_ID_NAME = "boot-id"
 
 
@@ -87,17 +92,39 @@ class ReimageWatch:
         atomic_write(str(prev_path), boot_id + "\n")
         return event
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the queue's lock: an exclusive ``flock`` on a file beside it. The running agent (status
+        page, sender thread) and ``harvest agent report-reimage`` (another process) each rewrite the
+        queue whole, so every read-modify-write and every read runs under it. Each call opens its own
+        descriptor, so the lock also orders threads of one process."""
+        fd = os.open(self.state / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _read_lines(self) -> list[str]:
+        try:
+            return self.pending_path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
     def queue(self, event: ReimageEvent) -> None:
         """Append to the pending queue (rewritten atomically: the file is small)."""
-        lines = self.pending_path.read_text().splitlines() if self.pending_path.exists() else []
-        lines.append(json.dumps(event.as_dict(), sort_keys=True))
-        atomic_write(str(self.pending_path), "\n".join(lines) + "\n")
+        with self._locked():
+            lines = self._read_lines()
+            lines.append(json.dumps(event.as_dict(), sort_keys=True))
+            atomic_write(str(self.pending_path), "\n".join(lines) + "\n")
 
     def pending(self) -> list[ReimageEvent]:
-        if not self.pending_path.exists():
-            return []
+        with self._locked():
+            return self._parse(self._read_lines())
+
+    def _parse(self, lines: list[str]) -> list[ReimageEvent]:
         out = []
-        for i, line in enumerate(self.pending_path.read_text().splitlines(), 1):
+        for i, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
@@ -110,12 +137,14 @@ class ReimageWatch:
     def acknowledge(self, events: Sequence[ReimageEvent]) -> None:
         """Drop acknowledged events from the queue (events queued meanwhile stay)."""
         done = {json.dumps(e.as_dict(), sort_keys=True) for e in events}
-        left = [json.dumps(e.as_dict(), sort_keys=True) for e in self.pending()]
-        left = [x for x in left if x not in done]
-        if left:
-            atomic_write(str(self.pending_path), "\n".join(left) + "\n")
-        elif self.pending_path.exists():
-            os.unlink(self.pending_path)
+        with self._locked():
+            left = [json.dumps(e.as_dict(), sort_keys=True) for e in self._parse(self._read_lines())]
+            left = [x for x in left if x not in done]
+            if left:
+                atomic_write(str(self.pending_path), "\n".join(left) + "\n")
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.pending_path)
 
 
 class ReimageSender:

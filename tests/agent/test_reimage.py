@@ -56,3 +56,59 @@ def test_pending_queue_survives_until_acknowledged(tmp_path):
     assert w.pending() == [e2]
     w.acknowledge([e2])
     assert not w.pending_path.exists()
+
+
+def test_pending_is_safe_to_read_while_the_sender_acknowledges(tmp_path):
+    """The agent's status page reads the queue on its own thread while the sender empties it: a read
+    must see the queue before or after, never fail on the file vanishing between check and open."""
+    import threading
+
+    w, _ = _watch(tmp_path, "boot-a")
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                w.pending()
+            except BaseException as exc:  # noqa: BLE001 - the failure under test
+                errors.append(exc)
+                return
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for i in range(400):
+            e = ReimageEvent("node-7", float(i), "detected")
+            w.queue(e)
+            w.acknowledge([e])
+    finally:
+        stop.set()
+        t.join()
+    assert errors == []
+
+
+def _declare_many(state_dir: str, n: int) -> None:
+    w = ReimageWatch("node-7", state_dir, [])
+    for i in range(n):
+        w.queue(ReimageEvent("node-7", 1e6 + i, "declared"))
+
+
+def test_no_event_is_lost_when_another_process_queues_while_the_sender_acknowledges(tmp_path):
+    """``harvest agent report-reimage`` queues from its own process while the running agent's sender
+    acknowledges: each rewrites the file, so without one lock between them an event is dropped."""
+    import multiprocessing
+
+    w, _ = _watch(tmp_path, "boot-a")
+    n = 150
+    ctx = multiprocessing.get_context("spawn")
+    p = ctx.Process(target=_declare_many, args=(str(w.state), n))
+    p.start()
+    acked: list[ReimageEvent] = []
+    while p.is_alive() or w.pending():
+        events = w.pending()
+        w.acknowledge(events)
+        acked.extend(events)
+    p.join()
+    assert p.exitcode == 0
+    assert sorted(e.timestamp for e in acked) == [1e6 + i for i in range(n)]
