@@ -129,6 +129,7 @@ def main() -> int:
             status = call(server, "POST", "/v1/recluster?wait=1")
             out["first_recluster_s"] = round(time.perf_counter() - t, 1)
             out["recluster_status"] = {k: status[k] for k in ("runs", "failures", "last_error", "last_duration_s")}
+            out["first_recluster_child"] = status.get("last_child", {})
             out["classes"] = len(call(server, "GET", "/v1/classes")["classes"])
             out["load_alone"] = load_average()
             out["choose_targets_alone"] = measure(server, args.duration_s, args.rate, args.select_rate, nodes,
@@ -170,6 +171,7 @@ def main() -> int:
             out["reclusterings_during"] = status["runs"] - runs_before
             out["last_recluster_s"] = round(status["last_duration_s"], 1)
             out["recluster_failures"] = status["failures"]
+            out["during_recluster_child"] = status.get("last_child", {})
         finally:
             server.stop()
     print(json.dumps(out, indent=1))

@@ -113,20 +113,27 @@ def _set_priority(priority: str = "idle") -> None:
             pass
 
 
-def recluster_and_store(inp: ReclusterInput) -> tuple[int, dict[str, Any]]:
-    """Child process: :func:`compute_class_table`, then store it (version 0 when not stored)."""
-    doc = compute_class_table(inp)
-    if inp.state_path is None:
-        return 0, doc
-    from placement_service.server.state import StateStore
+def recluster_and_store(inp: ReclusterInput) -> tuple[int, dict[str, Any], dict[str, float]]:
+    """Child process: :func:`compute_class_table`, then store it (version 0 when not stored). Also
+    returns what the run cost the child: new pages touched (minor faults) and its peak RSS so far."""
+    import resource
 
-    tenant_class = {t: v["class"] for t, v in doc["tenants"].items()}
-    labels = {n: tenant_class.get(t, "") for n, t in inp.node_tenant.items()}
-    store = StateStore(inp.state_path)
-    try:
-        return store.save_class_table(doc, labels, instance_id=inp.instance_id or None), doc
-    finally:
-        store.close()
+    faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    doc = compute_class_table(inp)
+    version = 0
+    if inp.state_path is not None:
+        from placement_service.server.state import StateStore
+
+        tenant_class = {t: v["class"] for t, v in doc["tenants"].items()}
+        labels = {n: tenant_class.get(t, "") for n, t in inp.node_tenant.items()}
+        store = StateStore(inp.state_path)
+        try:
+            version = store.save_class_table(doc, labels, instance_id=inp.instance_id or None)
+        finally:
+            store.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cost = {"page_faults": float(usage.ru_minflt - faults0), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    return version, doc, cost
 
 
 def compute_class_table(inp: ReclusterInput) -> dict[str, Any]:
@@ -198,6 +205,9 @@ class ReclusterWorker:
         self.last_finished_s = 0.0
         # Wall time of each step of the last good run (input snapshot, child, adoption in the server).
         self.last_phases_s: dict[str, float] = {}
+        # The child's side of the last good run: pages it touched for the first time (minor faults)
+        # and its peak resident memory (the worker lives on between runs).
+        self.last_child: dict[str, float] = {}
         self._pool: ProcessPoolExecutor | None = None
         self._thread = threading.Thread(target=self._loop, name="recluster", daemon=True)
 
@@ -226,6 +236,7 @@ class ReclusterWorker:
             "running": self.running, "queued": self._requested, "runs": self.runs, "failures": self.failures,
             "last_error": self.last_error, "last_duration_s": self.last_duration_s,
             "last_finished_s": self.last_finished_s, "last_phases_s": dict(self.last_phases_s),
+            "last_child": dict(self.last_child),
         }
 
     def _loop(self) -> None:
@@ -260,7 +271,7 @@ class ReclusterWorker:
                     initargs=(self._priority, os.getpid()),
                 )
             t_input = time.monotonic()
-            version, doc = self._pool.submit(recluster_and_store, inp).result()
+            version, doc, child = self._pool.submit(recluster_and_store, inp).result()
             t_child = time.monotonic()
             self._on_table(version, doc)
             t_adopt = time.monotonic()
@@ -268,8 +279,10 @@ class ReclusterWorker:
             self.last_error = ""
             self.last_phases_s = {"input": round(t_input - start, 3), "child": round(t_child - t_input, 3),
                                   "adopt": round(t_adopt - t_child, 3)}
-            logger.info("re-clustering v%d took %.1f s: input %.3f s, child %.1f s, adoption %.3f s", version,
-                        t_adopt - start, t_input - start, t_child - t_input, t_adopt - t_child)
+            self.last_child = child
+            logger.info("re-clustering v%d took %.1f s: input %.3f s, child %.1f s (%d new pages, peak %.0f MB), "
+                        "adoption %.3f s", version, t_adopt - start, t_input - start, t_child - t_input,
+                        child["page_faults"], child["peak_rss_mb"], t_adopt - t_child)
         except Exception as exc:  # a failed run keeps the old table (the safe side)
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"

@@ -56,6 +56,10 @@ def test_recluster_round_trip_with_resource_manager_and_restart(tmp_path: Path) 
             assert status == 409  # no class table yet
             status, st = server.call("POST", "/v1/recluster?wait=1", timeout_s=RECLUSTER_WAIT_S)
             assert status == 200 and st["runs"] == 1 and st["failures"] == 0, st
+            # What the run cost the child: pages it touched (it read and clustered the history) and
+            # its peak memory, beside the wall time of each step.
+            assert st["last_child"]["page_faults"] > 0 and st["last_child"]["peak_rss_mb"] > 10, st
+            assert set(st["last_phases_s"]) == {"input", "child", "adopt"}, st
             status, table = server.call("GET", "/v1/classes")
             ids = {c["id"] for c in table["classes"]}
             assert table["version"] >= 1 and ids
@@ -157,3 +161,4 @@ def test_bad_recluster_priority_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="recluster_priority.*idle, low, normal.*'fast'"):
         build_config(None, {"HARVEST_RECLUSTER_PRIORITY": "fast"}, {"data_dir": str(tmp_path)})
+
