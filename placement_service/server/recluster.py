@@ -4,7 +4,8 @@ Steps of one run:
 
 1. the worker thread snapshots what the clustering needs from the live state (servers, cores and
    storage per tenant, reimage rates) and hands it to a child process (``spawn``, lowered
-   priority), so the heavy FFT / K-means work never competes with request threads for the GIL;
+   priority, started for this run and gone once it answered), so the heavy FFT / K-means work
+   never competes with request threads for the GIL;
 2. the child reads the Parquet history of the last ``history_days`` (:func:`compute_class_table`),
    builds each tenant's average-server series, fits ``UtilizationClustering`` and the 3x3 grid,
    stores the ``classes.json`` document and the node -> label mapping in SQLite in one transaction
@@ -205,8 +206,8 @@ class ReclusterWorker:
         self.last_finished_s = 0.0
         # Wall time of each step of the last good run (input snapshot, child, adoption in the server).
         self.last_phases_s: dict[str, float] = {}
-        # The child's side of the last good run: pages it touched for the first time (minor faults)
-        # and its peak resident memory (the worker lives on between runs).
+        # The child's side of the last good run: pages it touched (minor faults) and its peak
+        # resident memory.
         self.last_child: dict[str, float] = {}
         self._pool: ProcessPoolExecutor | None = None
         self._thread = threading.Thread(target=self._loop, name="recluster", daemon=True)
@@ -265,13 +266,18 @@ class ReclusterWorker:
         start = time.monotonic()
         try:
             inp = self._make_input()
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_child_init,
-                    initargs=(self._priority, os.getpid()),
-                )
             t_input = time.monotonic()
-            version, doc, child = self._pool.submit(recluster_and_store, inp).result()
+            # A new process per run, gone once it answered: between the daily runs the service holds
+            # no second process with the clustering's libraries and its last run's memory.
+            pool = self._pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_child_init,
+                initargs=(self._priority, os.getpid()),
+            )
+            try:
+                version, doc, child = pool.submit(recluster_and_store, inp).result()
+            finally:
+                pool.shutdown(wait=True)
+                self._pool = None
             t_child = time.monotonic()
             self._on_table(version, doc)
             t_adopt = time.monotonic()
