@@ -36,6 +36,10 @@ LEVELS = "0.2,0.3,0.4,0.5,0.6"
 FULL: dict[str, list[str]] = {
     "gen-durability-r3": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks", "4000000",
                           "--runs", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
+    # More seeds for the two history-based placements alone: with 0-2 lost blocks a year per run, two
+    # runs cannot tell whether HDFS-H-hours loses durability against HDFS-H.
+    "gen-durability-r3-seed1": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks",
+                                "4000000", "--runs", "4", "--seed", "1", "--systems", "HDFS-H,HDFS-H-hours"],
     "gen-durability-r4": ["durability", *GEN, "--reimage-days", "365", "--replicas", "4", "--blocks", "4000000",
                           "--runs", "2"],
     "gen-schedule-linear": ["schedule", *GEN, "--generate-days", "37", "--levels", LEVELS, "--scaling", "linear",
@@ -82,6 +86,7 @@ STANDARD: dict[str, list[str]] = {
     "azure-availability": FULL["azure-availability"],
     "planetlab-availability": FULL["planetlab-availability"],
     "gen-durability-r3": _with(FULL["gen-durability-r3"], runs="2"),
+    "gen-durability-r3-seed1": FULL["gen-durability-r3-seed1"],
     "azure-durability": _with(FULL["azure-durability"], replicas="3"),
     "planetlab-durability": _with(FULL["planetlab-durability"], replicas="3"),
     "gen-durability-r4": _with(FULL["gen-durability-r4"], runs="1"),

@@ -1,0 +1,29 @@
+"""The report's claim checks read what an experiment ran, whichever systems it compared."""
+
+from __future__ import annotations
+
+from placement_service.sim.report import SECTIONS
+
+
+def _durability_doc(lost: dict[str, list[int]]) -> dict:
+    records = [{"replicas": 3, "system": system, "lost_blocks": n, "blocks": 4_000_000, "run": run}
+               for system, runs in lost.items() for run, n in enumerate(runs)]
+    return {"experiment": "durability", "datacenter": "dc", "settings": {}, "records": records}
+
+
+def test_hours_durability_is_checked_against_hdfs_h_without_stock_in_the_run() -> None:
+    """More seeds of only the two history-based placements (stock adds nothing to that comparison)
+    still state whether HDFS-H-hours loses durability against HDFS-H."""
+    _, checks = SECTIONS["durability"](_durability_doc({"HDFS-H": [0, 2, 0, 1], "HDFS-H-hours": [1, 0, 0, 0]}))
+    (hours,) = [c for c in checks if "HDFS-H-hours" in c]
+    assert "over 4 runs" in hours and hours.endswith("**yes**")
+    assert not any("HDFS-Stock" in c for c in checks)  # no stock, no stock-vs-H claim
+    _, checks = SECTIONS["durability"](_durability_doc({"HDFS-H": [0, 0], "HDFS-H-hours": [1, 1]}))
+    assert [c for c in checks if "HDFS-H-hours" in c][0].endswith("**NO**")
+
+
+def test_stock_contrast_still_checked_with_all_three() -> None:
+    _, checks = SECTIONS["durability"](
+        _durability_doc({"HDFS-Stock": [473, 473], "HDFS-H": [0, 1], "HDFS-H-hours": [1, 1]}))
+    assert any("HDFS-Stock 473.0 vs HDFS-H 0.5" in c and c.endswith("**yes**") for c in checks)
+    assert any("HDFS-H-hours" in c and c.endswith("**NO**") for c in checks)
