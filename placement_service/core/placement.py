@@ -52,6 +52,7 @@ from itertools import combinations
 
 import numpy as np
 
+from placement_service.core.cobusy import CobusyModel, aligned, lowest_within
 from placement_service.core.placement_base import (
     MB_PER_GB,
     PlacementConfig,
@@ -81,6 +82,9 @@ logger = logging.getLogger(__name__)
 N_SIDE = 3
 N_CELLS = N_SIDE * N_SIDE
 _TRIES = 4
+COBUSY_REL_TOL = 0.1
+"""With co-busy estimates: tenants within this relative distance of the lowest estimate are
+equally good (the block goes to one of them uniformly), so blocks spread over near-equal tenants."""
 
 
 _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (
@@ -115,8 +119,12 @@ class ReplicaPlacer(PlacerBase):
         config: PlacementConfig = PlacementConfig(),  # noqa: B008 - frozen, shared safely
         seed: int = 0,
         busy_hours: Mapping[str, int] | None = None,
+        cobusy: CobusyModel | None = None,
+        cobusy_rel_tol: float = COBUSY_REL_TOL,
     ) -> None:
         super().__init__(inventory, config, seed)
+        if busy_hours is not None and cobusy is not None:
+            raise PolicyError("ReplicaPlacer: give busy_hours or cobusy, not both")
         names: dict[str, int] = {}
         server_tenant = [names.setdefault(t, len(names)) for t in inventory.tenant]
         tenants = list(names)
@@ -169,6 +177,11 @@ class ReplicaPlacer(PlacerBase):
         self._busy_hours: list[int] | None = None
         if busy_hours is not None:
             self._busy_hours = [int(busy_hours.get(t, 0)) for t in tenants]
+        # Optional co-busy estimates (``core/cobusy.py``): a block's further replicas go to the
+        # allowed tenant of the chosen cell with the lowest estimated probability that it and the
+        # block's tenants so far are busy at once (see ``_pick_by_cobusy``).
+        self._cobusy: CobusyModel | None = aligned(cobusy, tenants) if cobusy is not None else None
+        self._cobusy_rel_tol = float(cobusy_rel_tol)
         self._init_usable()
 
     def _on_change(self, s: int, usable: bool) -> None:
@@ -199,8 +212,9 @@ class ReplicaPlacer(PlacerBase):
 
     @property
     def uses_busy_hours(self) -> bool:
-        """Whether replicas prefer tenants with disjoint busy hours (the batch path does not)."""
-        return self._busy_hours is not None
+        """Whether replicas prefer tenants with disjoint busy hours or low co-busy estimates (the
+        batch path does neither: such blocks go through ``place``)."""
+        return self._busy_hours is not None or self._cobusy is not None
 
     def batch_view(self) -> BatchView:
         """The state the batch placer reads (``core.placement_batch``); static arrays built once."""
@@ -318,6 +332,8 @@ class ReplicaPlacer(PlacerBase):
         """Note a replica on server ``s``: its environment, row and column are used from now on."""
         st.taken.add(s)
         st.envs.add(self._tenant_env[self._server_tenant[s]])
+        if self._server_tenant[s] not in st.tenants:
+            st.tenants.append(self._server_tenant[s])
         if self._busy_hours is not None:
             st.busy |= self._busy_hours[self._server_tenant[s]]
         c = self._server_cell[s]
@@ -440,7 +456,35 @@ class ReplicaPlacer(PlacerBase):
         if masks is not None and st.prefer:
             busy = st.busy
             return self._pick_tenant_server(c, draw, st, keep_env, env_ok, lambda t: not masks[t] & busy)
+        if self._cobusy is not None and st.tenants:
+            return self._pick_by_cobusy(c, draw, st, keep_env, env_ok)
         return self._pick_tenant_server(c, draw, st, keep_env, env_ok, None)
+
+    def _pick_by_cobusy(
+        self, c: int, draw: _Uniforms, st: _Block, keep_env: bool, env_ok: Callable[[int], bool] | None
+    ) -> int | None:
+        """A usable server of the allowed tenant of cell ``c`` with the lowest estimated probability
+        that it and the block's tenants so far are all busy at once (uniform among those within
+        ``cobusy_rel_tol`` of the lowest); the next best when its servers are all taken."""
+        assert self._cobusy is not None
+        pool = self._cell_pool[c]
+        envs, tenv = st.envs, self._tenant_env
+        cands = [
+            t for t in pool.items[: pool.n]
+            if not (keep_env and tenv[t] in envs) and (env_ok is None or env_ok(tenv[t]))
+        ]
+        if not cands:
+            return None
+        arr = np.asarray(cands, dtype=np.int64)
+        scores = self._cobusy.scores(st.tenants, arr)
+        while len(arr):
+            i = lowest_within(scores, draw.index(1 << 20) / float(1 << 20), self._cobusy_rel_tol)
+            s = pick_from(self._tenant_pool[int(arr[i])], draw, st.taken)
+            if s is not None:
+                return s
+            arr = np.delete(arr, i)
+            scores = np.delete(scores, i)
+        return None
 
     def _pick_tenant_server(
         self,
@@ -499,7 +543,7 @@ class ReplicaPlacer(PlacerBase):
 class _Block:
     """Per-call state of one block's placement."""
 
-    __slots__ = ("cell_free", "taken", "rows", "cols", "envs", "count", "busy", "prefer")
+    __slots__ = ("cell_free", "taken", "rows", "cols", "envs", "count", "busy", "prefer", "tenants")
 
     def __init__(self, cell_free: list[int], taken: set[int]) -> None:
         self.cell_free = cell_free
@@ -510,6 +554,7 @@ class _Block:
         self.count = 0
         self.busy = 0  # OR of the busy-hour masks of the block's replicas so far
         self.prefer = False  # pick only tenants whose busy hours miss ``busy``
+        self.tenants: list[int] = []  # distinct tenants of the block's replicas so far
 
 
 _ROW_BIT = tuple(1 << (c // N_SIDE) for c in range(N_CELLS))

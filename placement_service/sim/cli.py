@@ -125,7 +125,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="processes simulating points side by side (default 1; the records are the same for any number)")
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
     p.set_defaults(func=_durability)
 
@@ -143,7 +143,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="processes simulating points side by side (default 1; the records are the same for any number)")
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-risk (experimental: HDFS-H with "
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
     p.set_defaults(func=_availability)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from placement_service.core.busy_hours import busy_hour_masks as core_busy_hour_masks
 from placement_service.core.clustering import UtilizationClustering
+from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy
 from placement_service.core.grid import build_grid
 from placement_service.core.placement import PlacementConfig, PlacementResult, ReplicaPlacer
 from placement_service.core.selection import ClassSelector, SelectionConfig, job_type
@@ -132,6 +133,7 @@ class HdfsSystem(StrEnum):
     H = "HDFS-H"  # the core's placement, grid columns by each tenant's p99 peak (the paper)
     H_RISK = "HDFS-H-risk"  # experimental: unpredictable tenants ranked by max(p99, mean + 4 std)
     H_HOURS = "HDFS-H-hours"  # beyond the paper: HDFS-H + replicas on tenants not busy at the same hours
+    H_COBUSY = "HDFS-H-cobusy"  # beyond the paper: HDFS-H + replicas on tenants least likely busy together
 
 
 def busy_hour_masks(
@@ -148,6 +150,14 @@ def busy_hour_masks(
     masks = core_busy_hour_masks(cpu[:, :h], dc.series.start_s, dc.series.interval_s, busy_cpu,
                                  min_share=min_share, margin_cpu=margin_cpu)
     return {t: int(m) for t, m in zip(dc.series.tenants, masks.tolist(), strict=True)}
+
+
+def cobusy_model(
+    dc: SimDatacenter, cpu: np.ndarray, history_slots: int, busy_cpu: float, config: CobusyConfig | None = None
+) -> CobusyModel:
+    """The tenants' co-busy estimates (``core.cobusy.fit_cobusy``) over the first ``history_slots`` of ``cpu``."""
+    h = max(1, min(int(history_slots), cpu.shape[1]))
+    return fit_cobusy(dc.series.tenants, cpu[:, :h], dc.series.start_s, dc.series.interval_s, busy_cpu, config)
 
 
 class Placer(Protocol):
@@ -176,10 +186,15 @@ def make_placer(
     seed: int,
     block_size_mb: float,
     busy_hours: Mapping[str, int] | None = None,
+    cobusy: CobusyModel | None = None,
 ) -> Placer:
     """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H, -risk; -hours with the tenants'
-    ``busy_hours``) or ``StockPlacer`` (HDFS-Stock)."""
+    ``busy_hours``; -cobusy with their ``cobusy`` estimates) or ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
+    if system is HdfsSystem.H_COBUSY:
+        if cobusy is None:
+            raise ValueError("HDFS-H-cobusy needs the tenants' co-busy estimates")
+        return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, cobusy=cobusy)
     if system is HdfsSystem.H_HOURS:
         if busy_hours is None:
             raise ValueError("HDFS-H-hours needs the tenants' busy-hour profiles")

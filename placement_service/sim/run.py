@@ -26,6 +26,7 @@ from placement_service.sim.policy import (
     HdfsSystem,
     Placer,
     busy_hour_masks,
+    cobusy_model,
     fit_classes,
     history_series,
     make_placer,
@@ -192,7 +193,8 @@ def system_grids(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> di
     rates = _tenant_rates(dc)
     paper = dict(placement_grid(dc, model.tenant_peak_cpu_, rates))
     risk = dict(placement_grid(dc, model.tenant_grid_peak_cpu_, rates))
-    return {HdfsSystem.STOCK: paper, HdfsSystem.H: paper, HdfsSystem.H_RISK: risk, HdfsSystem.H_HOURS: paper}
+    return {HdfsSystem.STOCK: paper, HdfsSystem.H: paper, HdfsSystem.H_RISK: risk, HdfsSystem.H_HOURS: paper,
+            HdfsSystem.H_COBUSY: paper}
 
 
 def year_of_reimages(dc: SimDatacenter, days: float, rng: np.random.Generator) -> ReimageSchedule:
@@ -220,6 +222,8 @@ def run_durability(
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
     grids = system_grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
     hours = busy_hour_masks(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
+    cobusy = (cobusy_model(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
+              if HdfsSystem.H_COBUSY in systems else None)
     schedules = {run: year_of_reimages(dc, config.days, Streams(seed, run).get("reimages")) for run in range(runs)}
     points = [(run, r, system) for run in range(runs) for r in replicas for system in systems]
 
@@ -230,7 +234,7 @@ def run_durability(
         def factory() -> Placer:
             return make_placer(
                 system, dc, grids[system], seed=Streams(seed, run).seed_int("placer"),
-                block_size_mb=config.block_size_mb, busy_hours=hours,
+                block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy,
             )
 
         res = simulate_durability(
@@ -270,16 +274,18 @@ def run_availability(
     per_level = {}
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
-        per_level[lv] = (cpu, param, system_grids(dc, cpu, hist, seed), busy_hour_masks(dc, cpu, hist, config.busy_threshold))
+        cobusy = (cobusy_model(dc, cpu, hist, config.busy_threshold) if HdfsSystem.H_COBUSY in systems else None)
+        per_level[lv] = (cpu, param, system_grids(dc, cpu, hist, seed),
+                         busy_hour_masks(dc, cpu, hist, config.busy_threshold), cobusy)
     points = [(lv, run, r, system) for lv in levels for run in range(runs) for r in replicas for system in systems]
 
     def one(point: tuple[float, int, int, HdfsSystem]) -> Record:
         lv, run, r, system = point
-        cpu, param, grids, hours = per_level[lv]
+        cpu, param, grids, hours, cobusy = per_level[lv]
         streams = Streams(seed, run)
         placer = make_placer(
             system, dc, grids[system], seed=streams.seed_int("placer"),
-            block_size_mb=config.block_size_mb, busy_hours=hours,
+            block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy,
         )
         res = simulate_availability(
             dc, cpu, placer, system, r, config,

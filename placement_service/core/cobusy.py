@@ -1,0 +1,183 @@
+"""Co-busy estimates: how likely a set of tenants is to be busy *at the same time*, from their history.
+
+The busy-hour masks of ``core/busy_hours.py`` keep one bit per tenant and hour of day: they forget
+how often a tenant was busy at that hour and with whom. This module keeps both, as smoothed
+probabilities, so the replica placer (``ReplicaPlacer(cobusy=...)``) can put a block's replicas on
+tenants whose estimated probability of being busy all at once is lowest.
+
+Estimates, from the history's busy samples ``b[t, s]`` (1 when tenant ``t``'s CPU was above
+``busy_cpu`` in slot ``s``; a NaN sample is not busy), all unitless probabilities:
+
+1. Tenant base rate, shrunk toward the population's: ``r_t = (sum_s b[t, s] + near_weight *
+   near_t + prior_slots * R) / (n + prior_slots)``, with ``R`` the mean busy share over all
+   tenants and ``near_t`` the number of samples within ``near_margin_cpu`` below the threshold (a
+   tenant that came close is likelier to cross than one that stayed far below).
+2. Hour-of-day rate, shrunk toward the base rate: ``p[t, h] = (busy samples at hour h +
+   prior_slots * r_t) / (samples at hour h + prior_slots)``, so an hour never seen busy is not 0.
+3. Per-slot estimate: ``q[t, s] = (1 - hour_weight) * b[t, s] + hour_weight * p[t, hour(s)]``.
+4. Pairwise co-busy probability ``m2[a, b] = mean_s q[a, s] * q[b, s]`` (a tenants x tenants
+   matrix; at slot resolution, so tenants busy in the same slots, not just the same hours, score
+   high) and single ``m1[t] = mean_s q[t, s]``.
+5. Three or more tenants: the superposition estimate from the pairs, ``P(a, b, c) ~= m2[a, b] *
+   m2[a, c] * m2[b, c] / (m1[a] * m1[b] * m1[c])`` (exact when the three are independent); for
+   ``k`` tenants the product over pairs divided by ``m1^(k - 2)`` of each.
+
+Pure: numbers in, numbers out; the simulator (``sim.policy``) builds it from the same history as
+the busy-hour masks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+HOURS = 24
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class CobusyConfig:
+    """Smoothing of the estimates (see the module docstring for the formulas)."""
+
+    prior_slots: float = 12.0
+    """Pseudo-samples of the prior in the base and hour-of-day rates (12: one hour of 5-min slots)."""
+    hour_weight: float = 0.5
+    """Share of the hour-of-day rate in the per-slot estimate (the rest: the slot's own sample)."""
+    near_margin_cpu: float = 0.1
+    """Samples within this CPU fraction below the busy threshold count as near-busy."""
+    near_weight: float = 0.1
+    """Weight of a near-busy sample in the base rate (a busy sample weighs 1)."""
+
+    def __post_init__(self) -> None:
+        if not (self.prior_slots > 0 and 0.0 <= self.hour_weight <= 1.0 and self.near_margin_cpu >= 0
+                and self.near_weight >= 0):
+            raise ValueError(
+                "CobusyConfig: prior_slots > 0, hour_weight in [0, 1], near_margin_cpu >= 0 and near_weight >= 0"
+            )
+
+
+@dataclass(frozen=True)
+class CobusyModel:
+    """Fitted estimates, tenants in the order given to :func:`fit_cobusy`."""
+
+    tenants: tuple[str, ...]
+    m1: np.ndarray  # [tenant]: P(busy)
+    m2: np.ndarray  # [tenant, tenant]: P(both busy in the same slot)
+
+    def index(self) -> dict[str, int]:
+        return {t: i for i, t in enumerate(self.tenants)}
+
+    def joint(self, group: Sequence[int]) -> float:
+        """Estimated probability that every tenant of ``group`` (indices, distinct) is busy at once."""
+        g = list(dict.fromkeys(int(x) for x in group))
+        if not g:
+            return 1.0
+        if len(g) == 1:
+            return float(self.m1[g[0]])
+        if len(g) == 2:
+            return float(self.m2[g[0], g[1]])
+        out = 1.0
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                out *= float(self.m2[g[i], g[j]])
+        for t in g:
+            out /= float(self.m1[t]) ** (len(g) - 2)
+        return out
+
+    def scores(self, group: Sequence[int], candidates: np.ndarray) -> np.ndarray:
+        """``joint(group + [c])`` for every candidate ``c`` (vectorized; a candidate already in
+        ``group`` gets ``joint(group)``, as adding it changes nothing)."""
+        g = list(dict.fromkeys(int(x) for x in group))
+        c = np.asarray(candidates, dtype=np.int64)
+        if not g:
+            return self.m1[c].astype(np.float64)
+        base = self.joint(g)
+        # joint(g + [c]) = joint(g) * prod_a m2[a, c] / (m1[c]^(k-1) * prod_a m1[a]) for k = len(g) + 1
+        # (k >= 3); for k = 2 it is m2[a, c].
+        if len(g) == 1:
+            out = self.m2[g[0], c].astype(np.float64)
+        else:
+            out = np.full(len(c), base, dtype=np.float64)
+            for a in g:
+                out *= self.m2[a, c] / self.m1[a]
+            out /= self.m1[c] ** (len(g) - 1)
+        same = np.isin(c, g)
+        out[same] = base
+        return out
+
+
+def busy_samples(cpu: np.ndarray, busy_cpu: float) -> np.ndarray:
+    """``cpu > busy_cpu`` in the series' own precision (NaN: not busy), [tenant, slot]."""
+    x = np.asarray(cpu)
+    dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
+    return x > np.asarray(busy_cpu, dtype=dtype)
+
+
+def fit_cobusy(
+    tenants: Sequence[str],
+    cpu: np.ndarray,
+    start_s: float,
+    interval_s: float,
+    busy_cpu: float,
+    config: CobusyConfig | None = None,
+) -> CobusyModel:
+    """The estimates of the module docstring from ``cpu`` [tenant, slot] (slot k at ``start_s + k *
+    interval_s``) and the busy threshold ``busy_cpu`` (CPU fraction)."""
+    cfg = config if config is not None else CobusyConfig()
+    x = np.asarray(cpu)
+    if x.ndim != 2 or x.shape[0] != len(tenants):
+        raise ValueError(f"cpu must be [tenant, slot] with {len(tenants)} rows, got shape {x.shape}")
+    if not np.isfinite(busy_cpu) or interval_s <= 0:
+        raise ValueError("busy_cpu must be finite and interval_s > 0")
+    n_t, n = x.shape
+    if n == 0:
+        return CobusyModel(tuple(tenants), np.full(n_t, 0.5), np.full((n_t, n_t), 0.25))
+    b = busy_samples(x, busy_cpu).astype(np.float64)
+    near = (busy_samples(x, busy_cpu - cfg.near_margin_cpu) & ~b.astype(bool)).sum(axis=1)
+    pop = float(b.mean()) if b.size else 0.0
+    # 1. base rate
+    r = (b.sum(axis=1) + cfg.near_weight * near + cfg.prior_slots * pop) / (n + cfg.prior_slots)
+    # 2. hour-of-day rate
+    hour = (((start_s + np.arange(n) * interval_s) % DAY_S) // 3600.0).astype(np.int64)
+    onehot = np.zeros((n, HOURS))
+    onehot[np.arange(n), hour] = 1.0
+    busy_h = b @ onehot  # [tenant, hour]
+    n_h = onehot.sum(axis=0)
+    p = (busy_h + cfg.prior_slots * r[:, None]) / (n_h[None, :] + cfg.prior_slots)
+    # 3. per slot
+    q = (1.0 - cfg.hour_weight) * b + cfg.hour_weight * p[:, hour]
+    # 4. singles and pairs
+    m1 = q.mean(axis=1)
+    m2 = (q @ q.T) / n
+    return CobusyModel(tuple(tenants), m1, m2)
+
+
+def aligned(model: CobusyModel, tenants: Sequence[str]) -> CobusyModel:
+    """``model`` re-indexed to ``tenants``; a tenant the model does not know gets the model's mean
+    single and pair probabilities (no preference for or against it)."""
+    idx = model.index()
+    pos = np.array([idx.get(t, -1) for t in tenants], dtype=np.int64)
+    known = pos >= 0
+    n = len(tenants)
+    mean1 = float(model.m1.mean()) if len(model.m1) else 0.5
+    mean2 = float(model.m2.mean()) if model.m2.size else 0.25
+    m1 = np.full(n, mean1)
+    m1[known] = model.m1[pos[known]]
+    m2 = np.full((n, n), mean2)
+    k = np.flatnonzero(known)
+    m2[np.ix_(k, k)] = model.m2[np.ix_(pos[k], pos[k])]
+    # Keep every estimate strictly positive: the superposition estimate divides by m1.
+    tiny = np.finfo(np.float64).tiny
+    return CobusyModel(tuple(tenants), np.maximum(m1, tiny), np.maximum(m2, tiny))
+
+
+def lowest_within(scores: np.ndarray, u: float, rel_tol: float) -> int:
+    """Index of a score at most ``(1 + rel_tol) * min(scores)``, chosen uniformly with the uniform
+    ``u`` in [0, 1) among those (ties and near-ties spread the blocks over equally good tenants)."""
+    s = np.asarray(scores, dtype=np.float64)
+    if s.size == 0:
+        raise ValueError("lowest_within: no scores")
+    good = np.flatnonzero(s <= s.min() * (1.0 + rel_tol))
+    return int(good[min(int(u * len(good)), len(good) - 1)])
