@@ -3,27 +3,31 @@
 The busy-hour masks of ``core/busy_hours.py`` keep one bit per tenant and hour of day: they forget
 how often a tenant was busy at that hour and with whom. This module keeps both, as smoothed
 probabilities, so the replica placer (``ReplicaPlacer(cobusy=...)``) can put a block's replicas on
-tenants whose estimated probability of being busy all at once is lowest.
+the tenants whose estimated probability of being busy all at once is lowest.
 
-Estimates, from the history's busy samples ``b[t, s]`` (1 when tenant ``t``'s CPU was above
-``busy_cpu`` in slot ``s``; a NaN sample is not busy), all unitless probabilities:
+Estimates, from the history's CPU samples ``x[t, s]`` (fraction of cores; NaN: a gap, not busy) and
+the busy threshold ``busy_cpu``, all unitless probabilities:
 
-1. Tenant base rate, shrunk toward the population's: ``r_t = (sum_s b[t, s] + near_weight *
-   near_t + prior_slots * R) / (n + prior_slots)``, with ``R`` the mean busy share over all
-   tenants and ``near_t`` the number of samples within ``near_margin_cpu`` below the threshold (a
-   tenant that came close is likelier to cross than one that stayed far below).
-2. Hour-of-day rate, shrunk toward the base rate: ``p[t, h] = (busy samples at hour h +
-   prior_slots * r_t) / (samples at hour h + prior_slots)``, so an hour never seen busy is not 0.
+0. Soft busy samples: ``b[t, s] = 1`` when ``x > busy_cpu``, else ``near_weight * clip((x - lo) /
+   (busy_cpu - lo), 0, 1)`` with ``lo = busy_cpu - near_margin_cpu``: a tenant that ran close to the
+   threshold is likelier to cross it later than one that stayed idle. Sample weights ``w_s``:
+   ``0.5 ** (age_days / half_life_days)`` (recency: a tenant whose regime changed late in the
+   history is judged mostly by the new one), scaled to sum to the number of samples ``n``.
+1. Tenant base rate, shrunk toward the population's mean ``R``: ``r_t = (sum_s w_s b[t, s] +
+   prior_slots * R) / (n + prior_slots)``.
+2. Hour-of-day rate, shrunk toward the base rate: ``p[t, h] = (sum_{s at hour h} w_s b[t, s] +
+   prior_slots * r_t) / (sum_{s at hour h} w_s + prior_slots)``, so an hour never seen busy is not 0.
 3. Per-slot estimate: ``q[t, s] = (1 - hour_weight) * b[t, s] + hour_weight * p[t, hour(s)]``.
-4. Pairwise co-busy probability ``m2[a, b] = mean_s q[a, s] * q[b, s]`` (a tenants x tenants
-   matrix; at slot resolution, so tenants busy in the same slots, not just the same hours, score
-   high) and single ``m1[t] = mean_s q[t, s]``.
+4. Single and pairwise co-busy probabilities ``m1[t] = sum_s w_s q[t, s] / n`` and ``m2[a, b] =
+   sum_s w_s q[a, s] q[b, s] / n`` (a tenants x tenants matrix at slot resolution: tenants busy in
+   the same slots, not just at the same hours, score high).
 5. Three or more tenants: the superposition estimate from the pairs, ``P(a, b, c) ~= m2[a, b] *
-   m2[a, c] * m2[b, c] / (m1[a] * m1[b] * m1[c])`` (exact when the three are independent); for
-   ``k`` tenants the product over pairs divided by ``m1^(k - 2)`` of each.
+   m2[a, c] * m2[b, c] / (m1[a] m1[b] m1[c])`` (exact when the three are independent); for ``k``
+   tenants, the product over pairs divided by each one's ``m1 ** (k - 2)``.
 
-Pure: numbers in, numbers out; the simulator (``sim.policy``) builds it from the same history as
-the busy-hour masks.
+The defaults were chosen on the availability experiments of ``docs/bench/cobusy.md`` (which also
+lists what was tried and not kept). Pure: numbers in, numbers out; the simulator (``sim.policy``)
+fits it on the same history as the busy-hour masks.
 """
 
 from __future__ import annotations
@@ -45,16 +49,20 @@ class CobusyConfig:
     """Pseudo-samples of the prior in the base and hour-of-day rates (12: one hour of 5-min slots)."""
     hour_weight: float = 0.5
     """Share of the hour-of-day rate in the per-slot estimate (the rest: the slot's own sample)."""
-    near_margin_cpu: float = 0.1
-    """Samples within this CPU fraction below the busy threshold count as near-busy."""
-    near_weight: float = 0.1
-    """Weight of a near-busy sample in the base rate (a busy sample weighs 1)."""
+    near_margin_cpu: float = 2.0 / 3.0
+    """Width of the ramp below the threshold in which a sample counts as partly busy (the default
+    with the default threshold 2/3: every sample, in proportion to its CPU)."""
+    near_weight: float = 0.01
+    """How busy a sample right below the threshold counts (a busy sample counts 1; 0: no ramp)."""
+    half_life_days: float = 2.0
+    """Recency half-life of the sample weights in days (0: every sample weighs the same)."""
 
     def __post_init__(self) -> None:
         if not (self.prior_slots > 0 and 0.0 <= self.hour_weight <= 1.0 and self.near_margin_cpu >= 0
-                and self.near_weight >= 0):
+                and 0.0 <= self.near_weight <= 1.0 and self.half_life_days >= 0):
             raise ValueError(
-                "CobusyConfig: prior_slots > 0, hour_weight in [0, 1], near_margin_cpu >= 0 and near_weight >= 0"
+                "CobusyConfig: prior_slots > 0, hour_weight and near_weight in [0, 1], near_margin_cpu >= 0 "
+                "and half_life_days >= 0"
             )
 
 
@@ -134,23 +142,34 @@ def fit_cobusy(
     n_t, n = x.shape
     if n == 0:
         return CobusyModel(tuple(tenants), np.full(n_t, 0.5), np.full((n_t, n_t), 0.25))
-    b = busy_samples(x, busy_cpu).astype(np.float64)
-    near = (busy_samples(x, busy_cpu - cfg.near_margin_cpu) & ~b.astype(bool)).sum(axis=1)
-    pop = float(b.mean()) if b.size else 0.0
+    # 0. soft busy samples and recency weights
+    hard = busy_samples(x, busy_cpu)
+    b = hard.astype(np.float64)
+    if cfg.near_weight > 0 and cfg.near_margin_cpu > 0:
+        lo = busy_cpu - cfg.near_margin_cpu
+        ramp = np.clip((np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0) - lo) / cfg.near_margin_cpu, 0.0, 1.0)
+        b = np.where(hard, 1.0, cfg.near_weight * ramp)
+    if cfg.half_life_days > 0:
+        age_d = (n - 1 - np.arange(n)) * interval_s / DAY_S
+        w = 0.5 ** (age_d / cfg.half_life_days)
+        w *= n / w.sum()
+    else:
+        w = np.ones(n)
     # 1. base rate
-    r = (b.sum(axis=1) + cfg.near_weight * near + cfg.prior_slots * pop) / (n + cfg.prior_slots)
+    pop = float((b @ w).sum() / (n * n_t))
+    r = (b @ w + cfg.prior_slots * pop) / (n + cfg.prior_slots)
     # 2. hour-of-day rate
     hour = (((start_s + np.arange(n) * interval_s) % DAY_S) // 3600.0).astype(np.int64)
     onehot = np.zeros((n, HOURS))
-    onehot[np.arange(n), hour] = 1.0
+    onehot[np.arange(n), hour] = w
     busy_h = b @ onehot  # [tenant, hour]
     n_h = onehot.sum(axis=0)
     p = (busy_h + cfg.prior_slots * r[:, None]) / (n_h[None, :] + cfg.prior_slots)
     # 3. per slot
     q = (1.0 - cfg.hour_weight) * b + cfg.hour_weight * p[:, hour]
     # 4. singles and pairs
-    m1 = q.mean(axis=1)
-    m2 = (q @ q.T) / n
+    m1 = (q @ w) / n
+    m2 = ((q * w) @ q.T) / n
     return CobusyModel(tuple(tenants), m1, m2)
 
 
@@ -181,3 +200,4 @@ def lowest_within(scores: np.ndarray, u: float, rel_tol: float) -> int:
         raise ValueError("lowest_within: no scores")
     good = np.flatnonzero(s <= s.min() * (1.0 + rel_tol))
     return int(good[min(int(u * len(good)), len(good) - 1)])
+
