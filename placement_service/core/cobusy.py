@@ -54,8 +54,9 @@ class CobusyConfig:
     with the default threshold 2/3: every sample, in proportion to its CPU)."""
     near_weight: float = 0.01
     """How busy a sample right below the threshold counts (a busy sample counts 1; 0: no ramp)."""
-    half_life_days: float = 2.0
-    """Recency half-life of the sample weights in days (0: every sample weighs the same)."""
+    half_life_days: float = 0.0
+    """Recency half-life of the sample weights in days (0: every sample weighs the same; 2 days
+    measured no better once replicas are chosen over all feasible cells, docs/bench/cobusy.md)."""
 
     def __post_init__(self) -> None:
         if not (self.prior_slots > 0 and 0.0 <= self.hour_weight <= 1.0 and self.near_margin_cpu >= 0

@@ -380,17 +380,20 @@ class ReplicaPlacer(PlacerBase):
         if not plans:
             return self._pick_cell_server(draw, st, True, True, True, 0)
         good = sorted({c for p in plans for c in p})
+
+        def env_rule(c: int) -> Callable[[int], bool]:
+            rests = [[allowed[x] for x in p if x != c] for p in plans if c in p]
+            return lambda e: any(_hall([a if a is None else a - {e} for a in rest]) for rest in rests)
+
+        if self._cobusy is not None and st.tenants:
+            # Co-busy estimates: the best tenant over every cell of a feasible plan, not a random cell.
+            return self._pick_by_cobusy([(c, env_rule(c)) for c in good], draw, st, True)
         while good:
             i = draw.index(len(good))
             c = good[i]
             good[i] = good[-1]
             good.pop()
-            rests = [[allowed[x] for x in p if x != c] for p in plans if c in p]
-
-            def env_ok(e: int, rests: list[list[frozenset[int] | None]] = rests) -> bool:
-                return any(_hall([a if a is None else a - {e} for a in rest]) for rest in rests)
-
-            s = self._pick_in_cell(c, draw, st, True, env_ok)
+            s = self._pick_in_cell(c, draw, st, True, env_rule(c))
             if s is not None:
                 return s
         return None  # pragma: no cover - a plan's cell always has a tenant of an allowed environment
@@ -436,6 +439,12 @@ class ReplicaPlacer(PlacerBase):
             groups = [good] if st.prefer and good else [good, [c for c in cands if c not in good]]
         else:
             groups = [cands]
+        if self._cobusy is not None and st.tenants:
+            for group in groups:
+                s = self._pick_by_cobusy([(c, None) for c in group], draw, st, keep_env)
+                if s is not None:
+                    return s
+            return None
         for group in groups:
             while group:
                 i = draw.index(len(group))
@@ -457,22 +466,29 @@ class ReplicaPlacer(PlacerBase):
             busy = st.busy
             return self._pick_tenant_server(c, draw, st, keep_env, env_ok, lambda t: not masks[t] & busy)
         if self._cobusy is not None and st.tenants:
-            return self._pick_by_cobusy(c, draw, st, keep_env, env_ok)
+            return self._pick_by_cobusy([(c, env_ok)], draw, st, keep_env)
         return self._pick_tenant_server(c, draw, st, keep_env, env_ok, None)
 
     def _pick_by_cobusy(
-        self, c: int, draw: _Uniforms, st: _Block, keep_env: bool, env_ok: Callable[[int], bool] | None
+        self,
+        cells: list[tuple[int, Callable[[int], bool] | None]],
+        draw: _Uniforms,
+        st: _Block,
+        keep_env: bool,
     ) -> int | None:
-        """A usable server of the allowed tenant of cell ``c`` with the lowest estimated probability
-        that it and the block's tenants so far are all busy at once (uniform among those within
-        ``cobusy_rel_tol`` of the lowest); the next best when its servers are all taken."""
+        """A usable server of the allowed tenant, over the given cells (each with its environment
+        rule), with the lowest estimated probability that it and the block's tenants so far are all
+        busy at once (uniform among those within ``cobusy_rel_tol`` of the lowest); the next best
+        when its servers are all taken."""
         assert self._cobusy is not None
-        pool = self._cell_pool[c]
         envs, tenv = st.envs, self._tenant_env
-        cands = [
-            t for t in pool.items[: pool.n]
-            if not (keep_env and tenv[t] in envs) and (env_ok is None or env_ok(tenv[t]))
-        ]
+        cands: list[int] = []
+        for c, env_ok in cells:
+            pool = self._cell_pool[c]
+            cands.extend(
+                t for t in pool.items[: pool.n]
+                if not (keep_env and tenv[t] in envs) and (env_ok is None or env_ok(tenv[t]))
+            )
         if not cands:
             return None
         arr = np.asarray(cands, dtype=np.int64)

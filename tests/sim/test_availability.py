@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
-from placement_service.sim.policy import HdfsSystem, busy_hour_masks, make_placer, placement_grid
+from placement_service.sim.policy import (
+    HdfsSystem,
+    busy_hour_masks,
+    cobusy_model,
+    make_placer,
+    placement_grid,
+)
 from tests.sim.conftest import make_dc
 
 
@@ -14,7 +20,8 @@ def _run(cpu: np.ndarray, system: HdfsSystem, replicas: int = 3, margin: float =
     grid = placement_grid(dc, peaks, {t: float(i % 3) for i, t in enumerate(dc.series.tenants)})
     cfg = AvailabilityConfig(days=1.0, history_days=1.0, blocks=2000, accesses=20000, **kw)  # type: ignore[arg-type]
     hours = busy_hour_masks(dc, cpu, 288, cfg.busy_threshold, margin_cpu=margin)
-    placer = make_placer(system, dc, grid, seed=0, block_size_mb=256.0, busy_hours=hours)
+    cobusy = cobusy_model(dc, cpu, 288, cfg.busy_threshold)
+    placer = make_placer(system, dc, grid, seed=0, block_size_mb=256.0, busy_hours=hours, cobusy=cobusy)
     rng = np.random.default_rng
     return simulate_availability(dc, dc.cpu, placer, system, replicas, cfg,
                                  create_rng=rng(0), place_rng=rng(1), access_rng=rng(2))
@@ -69,6 +76,10 @@ def test_busy_hour_profiles_keep_replicas_off_tenants_busy_together() -> None:
     assert paper.relaxed_placements == hours.relaxed_placements == 0
     assert paper.failed_accesses > 100
     assert hours.failed_accesses == 0
+    # HDFS-H-cobusy needs no margin: samples below the threshold count in proportion to their CPU,
+    # so the night tenants' shared load makes them likely busy together.
+    cobusy = _run(cpu, HdfsSystem.H_COBUSY)
+    assert cobusy.relaxed_placements == 0 and cobusy.failed_accesses == 0
 
 
 def test_on_failed_gets_every_failed_access_with_busy_holders() -> None:

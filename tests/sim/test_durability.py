@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 
 from placement_service.sim.durability import DurabilityConfig, _ReplicaIndex, simulate_durability
-from placement_service.sim.policy import HdfsSystem, Placer, busy_hour_masks, make_placer, placement_grid
+from placement_service.sim.policy import (
+    HdfsSystem,
+    Placer,
+    busy_hour_masks,
+    cobusy_model,
+    make_placer,
+    placement_grid,
+)
 from placement_service.sim.reimages import ReimageSchedule
 from tests.sim.conftest import daily_cpu, make_dc
 
@@ -21,9 +28,10 @@ def _run(system: HdfsSystem, replicas: int, schedule: ReimageSchedule, cfg: Dura
                           {t: float(i % 3) for i, t in enumerate(dc.series.tenants)})
 
     hours = busy_hour_masks(dc, dc.cpu, dc.cpu.shape[1], 2.0 / 3.0)
+    cobusy = cobusy_model(dc, dc.cpu, dc.cpu.shape[1], 2.0 / 3.0)
 
     def factory() -> Placer:
-        return make_placer(system, dc, grid, seed=1, block_size_mb=256.0, busy_hours=hours)
+        return make_placer(system, dc, grid, seed=1, block_size_mb=256.0, busy_hours=hours, cobusy=cobusy)
 
     rng = np.random.default_rng
     return simulate_durability(dc, factory, system, replicas, schedule, cfg,

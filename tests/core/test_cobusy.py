@@ -1,0 +1,138 @@
+"""Co-busy estimates (``core/cobusy.py``) and the placer's use of them (``ReplicaPlacer(cobusy=...)``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placement_service.core.busy_hours import busy_hour_masks
+from placement_service.core.cobusy import CobusyConfig, CobusyModel, aligned, fit_cobusy, lowest_within
+from placement_service.core.placement import ReplicaPlacer
+from placement_service.core.types import GridCell, PlacementError
+from tests.core.test_placement import Cluster, _check_round_diversity, clusters, make_inventory
+from tests.core.test_placement_joint import _check_relaxed_iff_no_assignment
+
+SLOT_S = 300.0
+DAY_SLOTS = 288
+BUSY = 2.0 / 3.0
+
+
+def _history() -> tuple[list[str], np.ndarray]:
+    """Two days of 5-min samples for writer ``A`` and candidates ``B`` and ``C``.
+
+    - ``A``: busy in the first half of hour 6 every day, and in one slot of every other hour.
+    - ``B``: busy in exactly those single slots with ``A`` (1 of 24 samples per hour: under the
+      masks' 5% share, so ``B``'s mask is empty and never overlaps ``A``'s).
+    - ``C``: busy in the second half of hour 6 every day, never in the same slot as ``A``; its
+      mask (hour 6) overlaps ``A``'s.
+    """
+    n = 2 * DAY_SLOTS
+    cpu = np.full((3, n), 0.1)
+    hour = (np.arange(n) * SLOT_S % 86400) // 3600
+    minute = (np.arange(n) * SLOT_S % 3600) // 60
+    first_day = np.arange(n) < DAY_SLOTS
+    cpu[0, (hour == 6) & (minute < 30)] = 0.9
+    cpu[2, (hour == 6) & (minute >= 30)] = 0.9
+    lone = (hour != 6) & (minute == 10) & first_day  # one slot per other hour, on day one
+    cpu[0, lone] = 0.9
+    cpu[1, lone] = 0.9
+    return ["A", "B", "C"], cpu
+
+
+def test_mask_and_cobusy_rules_disagree_and_cobusy_picks_the_rarer_joint() -> None:
+    tenants, cpu = _history()
+    masks = busy_hour_masks(cpu, 0.0, SLOT_S, BUSY)
+    assert masks[0] == 1 << 6 and masks[1] == 0 and masks[2] == 1 << 6  # mask rule: B (no overlap)
+    model = fit_cobusy(tenants, cpu, 0.0, SLOT_S, BUSY)
+    s = model.scores([0], np.array([1, 2]))
+    assert s[1] < s[0]  # co-busy rule: C
+    busy = cpu > BUSY
+    joint_ab = float((busy[0] & busy[1]).mean())
+    joint_ac = float((busy[0] & busy[2]).mean())
+    assert joint_ab == pytest.approx(23 / 576) and joint_ac == 0.0  # C is never busy with A, B is
+
+
+def test_placer_follows_the_estimates_where_masks_choose_the_other_tenant() -> None:
+    # Writer A in cell (0, 0); B and C are the only tenants of cell (1, 1): the second replica's
+    # only choice is between them.
+    tenants, cpu = _history()
+    cells = {"A": GridCell(0, 0), "B": GridCell(1, 1), "C": GridCell(1, 1)}
+    rows = [(f"{t}-s{k}", t, f"env-{t}", "r0", 100.0) for t in tenants for k in range(3)]
+    inv = make_inventory(rows)
+    masks = busy_hour_masks(cpu, 0.0, SLOT_S, BUSY)
+    by_mask = ReplicaPlacer(inv, cells, seed=1, busy_hours=dict(zip(tenants, masks.tolist(), strict=True)))
+    by_cobusy = ReplicaPlacer(inv, cells, seed=1, cobusy=fit_cobusy(tenants, cpu, 0.0, SLOT_S, BUSY))
+    rng_a, rng_b = np.random.default_rng(1), np.random.default_rng(1)
+    for _ in range(30):
+        a = by_mask.place("A-s0", 2, rng=rng_a)
+        b = by_cobusy.place("A-s0", 2, rng=rng_b)
+        assert not a.relaxed and not b.relaxed
+        assert a.targets[1].startswith("B-") and b.targets[1].startswith("C-")
+
+
+def test_superposition_is_exact_for_independent_tenants() -> None:
+    m1 = np.array([0.5, 0.2, 0.1])
+    m2 = np.outer(m1, m1)
+    model = CobusyModel(("a", "b", "c"), m1, m2)
+    assert model.joint([0, 1, 2]) == pytest.approx(0.5 * 0.2 * 0.1)
+    assert model.scores([0, 1], np.array([2, 0])) == pytest.approx([0.01, 0.1])  # a repeat adds nothing
+    assert model.scores([], np.array([1])) == pytest.approx([0.2])
+
+
+def test_an_hour_never_seen_busy_is_not_zero_and_recent_samples_weigh_more() -> None:
+    n = 4 * DAY_SLOTS
+    cpu = np.full((2, n), 0.1)
+    cpu[0, :DAY_SLOTS] = 0.9  # tenant 0: busy all of the first day only
+    cpu[1, -DAY_SLOTS:] = 0.9  # tenant 1: busy all of the last day only
+    flat = fit_cobusy(["x", "y"], cpu, 0.0, SLOT_S, BUSY, CobusyConfig(half_life_days=0.0, near_weight=0.0))
+    recent = fit_cobusy(["x", "y"], cpu, 0.0, SLOT_S, BUSY, CobusyConfig(half_life_days=1.0, near_weight=0.0))
+    assert flat.m1[0] == pytest.approx(flat.m1[1]) and flat.m1.min() > 0
+    assert recent.m1[1] > 4 * recent.m1[0] > 0
+
+
+def test_a_tenant_running_closer_to_the_threshold_scores_higher() -> None:
+    cpu = np.vstack([np.full(DAY_SLOTS, 0.1), np.full(DAY_SLOTS, 0.6)])
+    model = fit_cobusy(["idle", "warm"], cpu, 0.0, SLOT_S, BUSY)
+    assert 0 < model.m1[0] < model.m1[1]
+    with pytest.raises(ValueError, match="rows"):
+        fit_cobusy(["one"], cpu, 0.0, SLOT_S, BUSY)
+    with pytest.raises(ValueError, match="near_weight"):
+        CobusyConfig(near_weight=2.0)
+
+
+def test_aligned_and_lowest_within() -> None:
+    model = CobusyModel(("a", "b"), np.array([0.1, 0.3]), np.array([[0.1, 0.02], [0.02, 0.3]]))
+    m = aligned(model, ["b", "new", "a"])
+    assert m.m1.tolist() == pytest.approx([0.3, 0.2, 0.1]) and m.m2[0, 2] == pytest.approx(0.02)
+    assert m.m2[1, 0] == pytest.approx(model.m2.mean())  # unknown tenant: no preference
+    scores = np.array([0.5, 0.1, 0.105, 0.2])
+    assert {lowest_within(scores, u, 0.1) for u in (0.0, 0.49, 0.5, 0.99)} == {1, 2}
+    assert lowest_within(scores, 0.99, 0.0) == 1
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    c=clusters(max_tenants=10),
+    replicas=st.integers(2, 3),
+    seed=st.integers(0, 2**16),
+    rates=st.lists(st.floats(0.001, 1.0), min_size=10, max_size=10),
+)
+def test_cobusy_preference_keeps_every_grid_rule(c: Cluster, replicas: int, seed: int, rates: list[float]) -> None:
+    # Random estimates: the block still relaxes exactly when no assignment exists under all rules
+    # (brute force), and every unrelaxed block has distinct rows, columns and environments.
+    rng = np.random.default_rng(seed)
+    m1 = np.array(rates)
+    m2 = np.outer(m1, m1) * rng.uniform(0.1, 3.0, (10, 10))
+    model = CobusyModel(tuple(f"t{i}" for i in range(10)), m1, (m2 + m2.T) / 2)
+    placer = ReplicaPlacer(c.inventory, c.grid, seed=seed, cobusy=model)
+    _check_relaxed_iff_no_assignment(c, placer, replicas, seed)
+    for writer in c.writers:
+        try:
+            res = placer.place(writer, replicas, excluded=c.excluded, rng=rng)
+        except PlacementError:  # too few usable servers: covered by the check above
+            continue
+        if not res.relaxed:
+            _check_round_diversity(c, res.targets)
+            assert len({c.env_of(s) for s in res.targets}) == len(res.targets)
