@@ -6,7 +6,10 @@ One run, same inventory, same writers (drawn uniformly from the servers with spa
 - ``ReplicaPlacer`` (grid, relaxing) and ``ReplicaPlacer`` (grid, strict): the 3x3 reimage x
   peak-CPU grid, environments;
 - ``ReplicaPlacer.place_many``: the same rules, all blocks in one vectorized batch;
-- ``StockPlacer``: stock HDFS rack-aware placement (writer, remote rack, same rack as the second).
+- ``StockPlacer``: stock HDFS rack-aware placement (writer, remote rack, same rack as the second);
+- ``ReplicaPlacer(cobusy=...)`` (HDFS-H-cobusy, generated datacenters only): the grid plus each
+  block's further replicas on the tenants least likely busy together (``core/cobusy.py``, fitted on
+  the generated CPU; its ``place_many`` goes block by block through ``place``).
 
 Besides speed it reports diversity: the share of blocks whose 3 replicas sit in 3 distinct
 environments, and in distinct grid rows (reimage groups) and columns (peak-CPU groups).
@@ -26,11 +29,12 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import numpy as np
 
+from placement_service.core.cobusy import CobusyModel, fit_cobusy
 from placement_service.core.grid import build_grid
 from placement_service.core.placement import PlacementConfig, ReplicaPlacer
 from placement_service.core.stock_placement import StockPlacer
@@ -39,10 +43,13 @@ from placement_service.core.types import ClassTable, GridCell, Inventory
 MONTH_S = 30 * 86400.0
 
 
-def generated(servers: int, seed: int, days: float) -> tuple[Inventory, dict[str, GridCell]]:
+def generated(servers: int, seed: int, days: float) -> tuple[Inventory, dict[str, GridCell], CobusyModel]:
+    from placement_service.sim.datacenter import from_generated
     from placement_service.traces.generate import generate_datacenter
 
     dc = generate_datacenter(servers, seed=seed, days=days)
+    series = from_generated(dc, "bench").series
+    cobusy = fit_cobusy(series.tenants, series.cpu, series.start_s, series.interval_s, 2.0 / 3.0)
     inv = dc.inventory
     tenants = sorted(set(inv.tenant))
     srv_tenant = dict(zip(inv.server, inv.tenant, strict=True))
@@ -63,7 +70,7 @@ def generated(servers: int, seed: int, days: float) -> tuple[Inventory, dict[str
     for i, t in enumerate(names):
         if bounds[i + 1] > bounds[i]:
             peak[str(t)] = float(np.percentile(cpu[bounds[i] : bounds[i + 1]], 99))
-    return inv, build_grid(rate, peak, storage)
+    return inv, build_grid(rate, peak, storage), cobusy
 
 
 def from_files(inventory: str, classes: str) -> tuple[Inventory, Mapping[str, GridCell]]:
@@ -143,11 +150,12 @@ def main() -> None:
     )
     args = ap.parse_args()
 
+    cobusy: CobusyModel | None = None
     if args.inventory:
         inv, grid = from_files(args.inventory, args.classes)
         source = f"{args.inventory} + {args.classes}"
     else:
-        inv, grid = generated(args.servers, args.seed, args.days)
+        inv, grid, cobusy = generated(args.servers, args.seed, args.days)
         source = f"generate_datacenter({args.servers}, seed={args.seed}, days={args.days})"
     cells = sum(1 for _ in {(c.reimage_row, c.peak_column) for c in grid.values()})
 
@@ -156,14 +164,14 @@ def main() -> None:
     with_space = [s for s, gb in zip(inv.server, inv.storage_gb, strict=True) if gb >= block_gb]
     wr = np.random.default_rng(args.seed)
     writers = [with_space[i] for i in wr.integers(0, len(with_space), args.blocks)]
-    rows = compare(inv, grid, writers, args.replicas, args.seed)
+    rows = compare(inv, grid, writers, args.replicas, args.seed, cobusy)
 
     # Space pressure: the same run on disks scaled down so that it fills `--fill` of the space.
     need_gb = args.blocks * args.replicas * block_gb
     scale = need_gb / args.fill / float(np.sum(inv.storage_gb))
     tight = replace(inv, storage_gb=np.round(inv.storage_gb * scale / block_gb) * block_gb)
     demand = need_gb / float(np.sum(tight.storage_gb))
-    pressure = compare(tight, grid, writers, args.replicas, args.seed)
+    pressure = compare(tight, grid, writers, args.replicas, args.seed, cobusy)
 
     load = os.getloadavg()
     print(
@@ -187,10 +195,21 @@ Row = tuple[str, float, float, float, float, int, int, float, float]
 
 
 def compare(
-    inv: Inventory, grid: Mapping[str, GridCell], writers: list[str], replicas: int, seed: int
+    inv: Inventory,
+    grid: Mapping[str, GridCell],
+    writers: list[str],
+    replicas: int,
+    seed: int,
+    cobusy: CobusyModel | None = None,
 ) -> list[Row]:
-    """Run the three placers over the same writers; one row of figures each."""
+    """Run the placers over the same writers; one row of figures each."""
     rows: list[Row] = []
+    extra: list[tuple[str, Callable[[], ReplicaPlacer | StockPlacer]]] = []
+    if cobusy is not None:
+        extra.append((
+            "ReplicaPlacer.place_many (grid + co-busy estimates, HDFS-H-cobusy)",
+            lambda: ReplicaPlacer(inv, grid, seed=seed, cobusy=cobusy),
+        ))
     for label, factory in (
         ("ReplicaPlacer.place_many (grid, relaxing, one batch)", lambda: ReplicaPlacer(inv, grid, seed=seed)),
         ("ReplicaPlacer (grid, relaxing)", lambda: ReplicaPlacer(inv, grid, seed=seed)),
@@ -199,6 +218,7 @@ def compare(
             lambda: ReplicaPlacer(inv, grid, config=PlacementConfig(strict=True), seed=seed),
         ),
         ("StockPlacer (stock HDFS, racks)", lambda: StockPlacer(inv, grid, seed=seed)),
+        *extra,
     ):
         t0 = time.perf_counter()
         placer = factory()

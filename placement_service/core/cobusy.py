@@ -103,16 +103,15 @@ class CobusyModel:
         if not g:
             return self.m1[c].astype(np.float64)
         base = self.joint(g)
-        # joint(g + [c]) = joint(g) * prod_a m2[a, c] / (m1[c]^(k-1) * prod_a m1[a]) for k = len(g) + 1
-        # (k >= 3); for k = 2 it is m2[a, c].
-        if len(g) == 1:
-            out = self.m2[g[0], c].astype(np.float64)
-        else:
-            out = np.full(len(c), base, dtype=np.float64)
-            for a in g:
-                out *= self.m2[a, c] / self.m1[a]
+        # joint(g + [c]) = joint(g) * prod_a m2[a, c] / (prod_a m1[a] * m1[c] ** (k - 2)) for the
+        # k = len(g) + 1 tenants (k = 2: m2[a, c]).
+        out = self.m2[g[0], c] * (base / float(self.m1[g[0]]))
+        same = c == g[0]
+        for a in g[1:]:
+            out *= self.m2[a, c] / float(self.m1[a])
+            same |= c == a
+        if len(g) > 1:
             out /= self.m1[c] ** (len(g) - 1)
-        same = np.isin(c, g)
         out[same] = base
         return out
 
@@ -191,14 +190,4 @@ def aligned(model: CobusyModel, tenants: Sequence[str]) -> CobusyModel:
     # Keep every estimate strictly positive: the superposition estimate divides by m1.
     tiny = np.finfo(np.float64).tiny
     return CobusyModel(tuple(tenants), np.maximum(m1, tiny), np.maximum(m2, tiny))
-
-
-def lowest_within(scores: np.ndarray, u: float, rel_tol: float) -> int:
-    """Index of a score at most ``(1 + rel_tol) * min(scores)``, chosen uniformly with the uniform
-    ``u`` in [0, 1) among those (ties and near-ties spread the blocks over equally good tenants)."""
-    s = np.asarray(scores, dtype=np.float64)
-    if s.size == 0:
-        raise ValueError("lowest_within: no scores")
-    good = np.flatnonzero(s <= s.min() * (1.0 + rel_tol))
-    return int(good[min(int(u * len(good)), len(good) - 1)])
 

@@ -48,11 +48,11 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations
+from itertools import chain, combinations
 
 import numpy as np
 
-from placement_service.core.cobusy import CobusyModel, aligned, lowest_within
+from placement_service.core.cobusy import CobusyModel, aligned
 from placement_service.core.placement_base import (
     MB_PER_GB,
     PlacementConfig,
@@ -332,7 +332,7 @@ class ReplicaPlacer(PlacerBase):
         """Note a replica on server ``s``: its environment, row and column are used from now on."""
         st.taken.add(s)
         st.envs.add(self._tenant_env[self._server_tenant[s]])
-        if self._server_tenant[s] not in st.tenants:
+        if self._cobusy is not None and self._server_tenant[s] not in st.tenants:
             st.tenants.append(self._server_tenant[s])
         if self._busy_hours is not None:
             st.busy |= self._busy_hours[self._server_tenant[s]]
@@ -478,29 +478,43 @@ class ReplicaPlacer(PlacerBase):
     ) -> int | None:
         """A usable server of the allowed tenant, over the given cells (each with its environment
         rule), with the lowest estimated probability that it and the block's tenants so far are all
-        busy at once (uniform among those within ``cobusy_rel_tol`` of the lowest); the next best
-        when its servers are all taken."""
+        busy at once; uniform among the allowed tenants within ``cobusy_rel_tol`` of that lowest.
+
+        Steps: 1. score every usable tenant of the cells at once (``CobusyModel.scores``); 2. walk
+        them from the lowest score, skipping a tenant whose environment is ruled out or whose usable
+        servers all hold this block, until the scores pass ``(1 + rel_tol) * `` the first allowed
+        one's; 3. a random one of those, a random usable server of it.
+        """
         assert self._cobusy is not None
-        envs, tenv = st.envs, self._tenant_env
-        cands: list[int] = []
-        for c, env_ok in cells:
-            pool = self._cell_pool[c]
-            cands.extend(
-                t for t in pool.items[: pool.n]
-                if not (keep_env and tenv[t] in envs) and (env_ok is None or env_ok(tenv[t]))
-            )
-        if not cands:
+        lists = [self._cell_pool[c].items[: self._cell_pool[c].n] for c, _ in cells]
+        n = sum(len(x) for x in lists)
+        if n == 0:
             return None
-        arr = np.asarray(cands, dtype=np.int64)
+        arr = np.fromiter(chain.from_iterable(lists), np.int64, n)
+        which = np.repeat(np.arange(len(cells)), [len(x) for x in lists])
         scores = self._cobusy.scores(st.tenants, arr)
-        while len(arr):
-            i = lowest_within(scores, draw.index(1 << 20) / float(1 << 20), self._cobusy_rel_tol)
-            s = pick_from(self._tenant_pool[int(arr[i])], draw, st.taken)
-            if s is not None:
-                return s
-            arr = np.delete(arr, i)
-            scores = np.delete(scores, i)
-        return None
+        envs, tenv, taken, pools = st.envs, self._tenant_env, st.taken, self._tenant_pool
+        bound = np.inf
+        ok: list[int] = []
+        for j in np.argsort(scores, kind="stable").tolist():
+            if scores[j] > bound:
+                break
+            t = int(arr[j])
+            e = tenv[t]
+            if keep_env and e in envs:
+                continue
+            env_ok = cells[which[j]][1]
+            if env_ok is not None and not env_ok(e):
+                continue
+            pool = pools[t]
+            if all(pool.items[k] in taken for k in range(pool.n)):
+                continue
+            if not ok:
+                bound = float(scores[j]) * (1.0 + self._cobusy_rel_tol)
+            ok.append(t)
+        if not ok:
+            return None
+        return pick_from(pools[ok[draw.index(len(ok))]], draw, taken)
 
     def _pick_tenant_server(
         self,
