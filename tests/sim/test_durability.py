@@ -63,8 +63,12 @@ def test_single_reimage_is_repaired(system: HdfsSystem) -> None:
     sched = ReimageSchedule(np.array([9.5 * DAY_S]), np.array([5]))
     res = _run(system, 3, sched, DurabilityConfig(days=10, blocks=3000))
     assert res.lost_blocks == 0
-    # the server held about 3 * 3000 / 36 replicas (blocks created before day 9.5), all re-created
-    assert 100 < res.repairs < 400
+    # every replica the reimage wiped (all queued at once) was re-created
+    assert res.repairs == res.max_queue > 0
+    if system is not HdfsSystem.H_COBUSY:
+        # spread evenly, the server held about 3 * 3000 / 36 replicas (blocks created before day
+        # 9.5); HDFS-H-cobusy concentrates blocks on the tenants least likely busy, so not it
+        assert 100 < res.repairs < 400
 
 
 def test_everything_reimaged_at_once_loses_every_block() -> None:
