@@ -32,13 +32,21 @@ fits it on the same history as the busy-hour masks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from placement_service.core.types import GridCell
+
 HOURS = 24
 DAY_S = 86400.0
+REIMAGE_WEIGHT = 0.1
+"""Default weight of :func:`reimage_penalty`: 0.1 kept the availability of the quick runs (Azure and
+PlanetLab at 40%: 11 and 3 per million against 10 and 2 without) and brought the year's
+re-replications back to HDFS-H's (1.03x instead of 4.9x, docs/bench/cobusy.md)."""
 
 
 @dataclass(frozen=True)
@@ -191,3 +199,27 @@ def aligned(model: CobusyModel, tenants: Sequence[str]) -> CobusyModel:
     tiny = np.finfo(np.float64).tiny
     return CobusyModel(tuple(tenants), np.maximum(m1, tiny), np.maximum(m2, tiny))
 
+
+def reimage_penalty(
+    reimage_rate: Mapping[str, float],
+    grid: Mapping[str, GridCell],
+    servers: Mapping[str, int],
+    weight: float = REIMAGE_WEIGHT,
+) -> dict[str, float]:
+    """Per tenant of the grid, ``weight * rate / (server-weighted mean rate of its grid row)``
+    (reimages per server and month; 0 in a row whose mean is 0). The placer multiplies a tenant's
+    co-busy estimate by ``1 + penalty``: choosing the tenants least likely busy would otherwise also
+    pick a row's most reimaged tenants (idle ones often are), multiplying re-replications."""
+    if weight < 0:
+        raise ValueError(f"reimage_penalty: weight must be >= 0, got {weight}")
+    total = [0.0, 0.0, 0.0]
+    count = [0.0, 0.0, 0.0]
+    for t, cell in grid.items():
+        n = float(servers.get(t, 0))
+        total[cell.reimage_row] += n * float(reimage_rate.get(t, 0.0))
+        count[cell.reimage_row] += n
+    mean = [total[r] / count[r] if count[r] > 0 else 0.0 for r in range(3)]
+    return {
+        t: weight * float(reimage_rate.get(t, 0.0)) / mean[cell.reimage_row] if mean[cell.reimage_row] > 0 else 0.0
+        for t, cell in grid.items()
+    }

@@ -121,6 +121,7 @@ class ReplicaPlacer(PlacerBase):
         busy_hours: Mapping[str, int] | None = None,
         cobusy: CobusyModel | None = None,
         cobusy_rel_tol: float = COBUSY_REL_TOL,
+        cobusy_penalty: Mapping[str, float] | None = None,
     ) -> None:
         super().__init__(inventory, config, seed)
         if busy_hours is not None and cobusy is not None:
@@ -182,6 +183,10 @@ class ReplicaPlacer(PlacerBase):
         # block's tenants so far are busy at once (see ``_pick_by_cobusy``).
         self._cobusy: CobusyModel | None = aligned(cobusy, tenants) if cobusy is not None else None
         self._cobusy_rel_tol = float(cobusy_rel_tol)
+        # Optional per-tenant penalty: the estimate times (1 + penalty), e.g. ``core.cobusy.reimage_penalty``.
+        self._cobusy_factor: np.ndarray | None = None
+        if cobusy_penalty is not None:
+            self._cobusy_factor = 1.0 + np.array([float(cobusy_penalty.get(t, 0.0)) for t in tenants])
         self._init_usable()
 
     def _on_change(self, s: int, usable: bool) -> None:
@@ -493,6 +498,8 @@ class ReplicaPlacer(PlacerBase):
         arr = np.fromiter(chain.from_iterable(lists), np.int64, n)
         which = np.repeat(np.arange(len(cells)), [len(x) for x in lists])
         scores = self._cobusy.scores(st.tenants, arr)
+        if self._cobusy_factor is not None:
+            scores = scores * self._cobusy_factor[arr]
         envs, tenv, taken, pools = st.envs, self._tenant_env, st.taken, self._tenant_pool
         bound = np.inf
         ok: list[int] = []

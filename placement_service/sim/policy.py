@@ -22,7 +22,7 @@ import numpy as np
 
 from placement_service.core.busy_hours import busy_hour_masks as core_busy_hour_masks
 from placement_service.core.clustering import UtilizationClustering
-from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy
+from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy, reimage_penalty
 from placement_service.core.grid import build_grid
 from placement_service.core.placement import PlacementConfig, PlacementResult, ReplicaPlacer
 from placement_service.core.selection import ClassSelector, SelectionConfig, job_type
@@ -187,14 +187,22 @@ def make_placer(
     block_size_mb: float,
     busy_hours: Mapping[str, int] | None = None,
     cobusy: CobusyModel | None = None,
+    reimage_rate: Mapping[str, float] | None = None,
 ) -> Placer:
     """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H, -risk; -hours with the tenants'
-    ``busy_hours``; -cobusy with their ``cobusy`` estimates) or ``StockPlacer`` (HDFS-Stock)."""
+    ``busy_hours``; -cobusy with their ``cobusy`` estimates, penalized by ``reimage_rate`` when given:
+    ``core.cobusy.reimage_penalty``) or ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
     if system is HdfsSystem.H_COBUSY:
         if cobusy is None:
             raise ValueError("HDFS-H-cobusy needs the tenants' co-busy estimates")
-        return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, cobusy=cobusy)
+        penalty = None
+        if reimage_rate is not None:
+            servers = dc.tenant_servers()
+            penalty = reimage_penalty(
+                reimage_rate, grid, {t: int(servers[i]) for i, t in enumerate(dc.series.tenants)}
+            )
+        return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, cobusy=cobusy, cobusy_penalty=penalty)
     if system is HdfsSystem.H_HOURS:
         if busy_hours is None:
             raise ValueError("HDFS-H-hours needs the tenants' busy-hour profiles")

@@ -224,6 +224,7 @@ def run_durability(
     hours = busy_hour_masks(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
     cobusy = (cobusy_model(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
               if HdfsSystem.H_COBUSY in systems else None)
+    rates = _tenant_rates(dc)
     schedules = {run: year_of_reimages(dc, config.days, Streams(seed, run).get("reimages")) for run in range(runs)}
     points = [(run, r, system) for run in range(runs) for r in replicas for system in systems]
 
@@ -234,7 +235,7 @@ def run_durability(
         def factory() -> Placer:
             return make_placer(
                 system, dc, grids[system], seed=Streams(seed, run).seed_int("placer"),
-                block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy,
+                block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
             )
 
         res = simulate_durability(
@@ -271,6 +272,7 @@ def run_availability(
 ) -> list[Record]:
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``."""
     hist = _history_slots(dc, config.history_days)
+    rates = _tenant_rates(dc)
     per_level = {}
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
@@ -285,7 +287,7 @@ def run_availability(
         streams = Streams(seed, run)
         placer = make_placer(
             system, dc, grids[system], seed=streams.seed_int("placer"),
-            block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy,
+            block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
         )
         res = simulate_availability(
             dc, cpu, placer, system, r, config,
