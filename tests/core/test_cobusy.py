@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement_service.core.busy_hours import busy_hour_masks
-from placement_service.core.cobusy import CobusyConfig, CobusyModel, aligned, fit_cobusy
+from placement_service.core.cobusy import CobusyConfig, CobusyModel, aligned, fit_cobusy, reimage_penalty
 from placement_service.core.placement import ReplicaPlacer
 from placement_service.core.types import GridCell, PlacementError
 from tests.core.test_placement import Cluster, _check_round_diversity, clusters, make_inventory
@@ -133,3 +133,25 @@ def test_cobusy_preference_keeps_every_grid_rule(c: Cluster, replicas: int, seed
         if not res.relaxed:
             _check_round_diversity(c, res.targets)
             assert len({c.env_of(s) for s in res.targets}) == len(res.targets)
+
+
+def test_reimage_penalty_is_relative_to_the_row_and_breaks_near_ties() -> None:
+    grid = {"a": GridCell(2, 0), "b": GridCell(2, 1), "c": GridCell(0, 0)}
+    pen = reimage_penalty({"a": 3.0, "b": 1.0, "c": 0.0}, grid, {"a": 1, "b": 3, "c": 2})
+    assert pen == pytest.approx({"a": 0.1 * 3.0 / 1.5, "b": 0.1 * 1.0 / 1.5, "c": 0.0})
+    with pytest.raises(ValueError, match="weight"):
+        reimage_penalty({}, grid, {}, weight=-1.0)
+    # Writer w in cell (0, 0); x and y in cell (1, 1) look the same to the estimates, but x is
+    # reimaged 9x as often as y: with the penalty every block picks y.
+    cells = {"w": GridCell(0, 0), "x": GridCell(1, 1), "y": GridCell(1, 1)}
+    inv = make_inventory([(f"{t}-s{k}", t, f"env-{t}", "r0", 100.0) for t in cells for k in range(2)])
+    m1 = np.array([0.1, 0.1, 0.1])
+    model = CobusyModel(("w", "x", "y"), m1, np.outer(m1, m1))
+    plain = ReplicaPlacer(inv, cells, seed=2, cobusy=model)
+    penalized = ReplicaPlacer(
+        inv, cells, seed=2, cobusy=model, cobusy_penalty=reimage_penalty({"x": 9.0, "y": 1.0}, cells, {"x": 2, "y": 2})
+    )
+    rng_a, rng_b = np.random.default_rng(2), np.random.default_rng(2)
+    got_plain = {plain.place("w-s0", 2, rng=rng_a).targets[1][0] for _ in range(40)}
+    got_penalized = {penalized.place("w-s0", 2, rng=rng_b).targets[1][0] for _ in range(40)}
+    assert got_plain == {"x", "y"} and got_penalized == {"y"}
