@@ -9,7 +9,8 @@ One run, same inventory, same writers (drawn uniformly from the servers with spa
 - ``StockPlacer``: stock HDFS rack-aware placement (writer, remote rack, same rack as the second);
 - ``ReplicaPlacer(cobusy=...)`` (HDFS-H-cobusy, generated datacenters only): the grid plus each
   block's further replicas on the tenants least likely busy together (``core/cobusy.py``, fitted on
-  the generated CPU; its ``place_many`` goes block by block through ``place``).
+  the generated CPU, with the simulator's reimage penalty; its ``place_many`` goes block by block
+  through ``place``).
 
 Besides speed it reports diversity: the share of blocks whose 3 replicas sit in 3 distinct
 environments, and in distinct grid rows (reimage groups) and columns (peak-CPU groups).
@@ -34,7 +35,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from placement_service.core.cobusy import CobusyModel, fit_cobusy
+from placement_service.core.cobusy import CobusyModel, fit_cobusy, reimage_penalty
 from placement_service.core.grid import build_grid
 from placement_service.core.placement import PlacementConfig, ReplicaPlacer
 from placement_service.core.stock_placement import StockPlacer
@@ -43,7 +44,9 @@ from placement_service.core.types import ClassTable, GridCell, Inventory
 MONTH_S = 30 * 86400.0
 
 
-def generated(servers: int, seed: int, days: float) -> tuple[Inventory, dict[str, GridCell], CobusyModel]:
+def generated(
+    servers: int, seed: int, days: float
+) -> tuple[Inventory, dict[str, GridCell], tuple[CobusyModel, dict[str, float]]]:
     from placement_service.sim.datacenter import from_generated
     from placement_service.traces.generate import generate_datacenter
 
@@ -70,7 +73,8 @@ def generated(servers: int, seed: int, days: float) -> tuple[Inventory, dict[str
     for i, t in enumerate(names):
         if bounds[i + 1] > bounds[i]:
             peak[str(t)] = float(np.percentile(cpu[bounds[i] : bounds[i + 1]], 99))
-    return inv, build_grid(rate, peak, storage), cobusy
+    grid = build_grid(rate, peak, storage)
+    return inv, grid, (cobusy, reimage_penalty(rate, grid, n_srv))
 
 
 def from_files(inventory: str, classes: str) -> tuple[Inventory, Mapping[str, GridCell]]:
@@ -150,7 +154,7 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    cobusy: CobusyModel | None = None
+    cobusy: tuple[CobusyModel, dict[str, float]] | None = None
     if args.inventory:
         inv, grid = from_files(args.inventory, args.classes)
         source = f"{args.inventory} + {args.classes}"
@@ -200,7 +204,7 @@ def compare(
     writers: list[str],
     replicas: int,
     seed: int,
-    cobusy: CobusyModel | None = None,
+    cobusy: tuple[CobusyModel, dict[str, float]] | None = None,
 ) -> list[Row]:
     """Run the placers over the same writers; one row of figures each."""
     rows: list[Row] = []
@@ -208,7 +212,7 @@ def compare(
     if cobusy is not None:
         extra.append((
             "ReplicaPlacer.place_many (grid + co-busy estimates, HDFS-H-cobusy)",
-            lambda: ReplicaPlacer(inv, grid, seed=seed, cobusy=cobusy),
+            lambda: ReplicaPlacer(inv, grid, seed=seed, cobusy=cobusy[0], cobusy_penalty=cobusy[1]),
         ))
     for label, factory in (
         ("ReplicaPlacer.place_many (grid, relaxing, one batch)", lambda: ReplicaPlacer(inv, grid, seed=seed)),
