@@ -1,6 +1,6 @@
 """Regenerate ``docs/results.md``: run every simulator experiment, then write the report.
 
-    .venv/bin/python benchmarks/run_results.py                 # standard: 5,000-server datacenters, ~3 h CPU
+    .venv/bin/python benchmarks/run_results.py                 # standard: 5,000-server datacenters, ~4 h CPU
     .venv/bin/python benchmarks/run_results.py --profile full  # more runs, levels and seeds, ~8 h CPU
     .venv/bin/python benchmarks/run_results.py --quick         # small datacenters, a few minutes
     .venv/bin/python benchmarks/run_results.py --report-only   # re-write the report from --work
@@ -35,7 +35,7 @@ LEVELS = "0.2,0.3,0.4,0.5,0.6"
 
 FULL: dict[str, list[str]] = {
     "gen-durability-r3": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks", "4000000",
-                          "--runs", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
+                          "--runs", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy"],
     # More seeds for the two history-based placements alone: with 0-2 lost blocks a year per run, two
     # runs cannot tell whether HDFS-H-hours loses durability against HDFS-H.
     "gen-durability-r3-seed1": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks",
@@ -54,19 +54,19 @@ FULL: dict[str, list[str]] = {
     "gen3-schedule-linear": ["schedule", "--generate", "5000", "--generate-seed", "3", "--generate-days", "37",
                              "--levels", LEVELS, "--scaling", "linear", "--runs", "1", "--days", "30", "--step-s", "120"],
     "gen-availability": ["availability", *GEN, "--levels", LEVELS + ",0.7", "--replicas", "3,4", "--runs", "3",
-                         "--blocks", "200000", "--accesses", "1000000", "--days", "21", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-risk"],
+                         "--blocks", "200000", "--accesses", "1000000", "--days", "21", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-risk"],
     "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                               "--days", "7", "--step-s", "120"],
     "azure-durability": ["durability", *AZ, "--replicas", "3,4", "--blocks", "1000000", "--runs", "3",
-                         "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
+                         "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy"],
     "azure-availability": ["availability", *AZ, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
-                           "--blocks", "200000", "--accesses", "1000000", "--days", "14", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-risk"],
+                           "--blocks", "200000", "--accesses", "1000000", "--days", "14", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-risk"],
     "planetlab-schedule-linear": ["schedule", *PL, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                                   "--days", "6", "--history-days", "3", "--step-s", "120"],
     "planetlab-durability": ["durability", *PL, "--replicas", "3,4", "--blocks", "1000000", "--runs", "3",
-                             "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours"],
+                             "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy"],
     "planetlab-availability": ["availability", *PL, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
-                               "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-risk"],
+                               "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-risk"],
 }
 
 
@@ -151,7 +151,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--profile", choices=("quick", "standard", "full"), default="standard",
                    help="quick: 600-server datacenters (minutes); standard: 5,000 servers, one run per scheduling "
-                        "point (~3 h CPU); full: three runs and more levels (~8 h CPU)")
+                        "point (~4 h CPU); full: three runs and more levels (~8 h CPU)")
     p.add_argument("--quick", action="store_true", help="the same as --profile quick")
     p.add_argument("--work", default="/tmp/harvest-sim-results", help="where experiment outputs go")
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"))

@@ -27,3 +27,24 @@ def test_stock_contrast_still_checked_with_all_three() -> None:
         _durability_doc({"HDFS-Stock": [473, 473], "HDFS-H": [0, 1], "HDFS-H-hours": [1, 1]}))
     assert any("HDFS-Stock 473.0 vs HDFS-H 0.5" in c and c.endswith("**yes**") for c in checks)
     assert any("HDFS-H-hours" in c and c.endswith("**NO**") for c in checks)
+
+
+def _availability_doc(failed_pct: dict[tuple[str, float], float]) -> dict:
+    summary = [{"level": level, "replicas": 3, "system": system, "utilization": {"mean": level},
+                "failed_access_pct": {"min": pct, "mean": pct, "max": pct}}
+               for (system, level), pct in failed_pct.items()]
+    return {"experiment": "availability", "datacenter": "dc", "settings": {}, "summary": summary}
+
+
+def test_every_placement_beyond_the_paper_gets_its_own_checks() -> None:
+    """HDFS-H-cobusy is checked like HDFS-H-hours: 0 failed accesses up to 41%, no more lost blocks."""
+    _, checks = SECTIONS["availability"](_availability_doc({
+        ("HDFS-Stock", 0.3): 0.02, ("HDFS-H", 0.3): 0.001, ("HDFS-H-hours", 0.3): 0.0005,
+        ("HDFS-H-cobusy", 0.3): 0.0, ("HDFS-H-cobusy", 0.5): 0.01,  # 50% is beyond the claim
+    }))
+    (cob,) = [c for c in checks if "HDFS-H-cobusy" in c]
+    (hrs,) = [c for c in checks if "HDFS-H-hours" in c]
+    assert cob.endswith("**yes**") and hrs.endswith("**NO**") and "5 per million" in hrs
+    _, checks = SECTIONS["durability"](_durability_doc({"HDFS-H": [1, 1], "HDFS-H-cobusy": [2, 1]}))
+    (cob,) = [c for c in checks if "HDFS-H-cobusy" in c]
+    assert "vs HDFS-H 1.0" in cob and cob.endswith("**NO**")
