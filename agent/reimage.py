@@ -13,7 +13,8 @@ Detected or declared events wait in ``STATE_DIR/reimages.pending.jsonl`` (one JS
 ``{"node", "timestamp", "how"}``) until the placement service acknowledges them, so none is lost
 while the service is down. The running agent and ``report-reimage`` (another process) both rewrite
 that file, so every access holds an ``flock`` on ``reimages.pending.lock`` beside it; no event is
-dropped and no read fails on the file being replaced or removed. :func:`detect` is pure; the rest is the small file adapter.
+dropped and no read fails on the file being replaced or removed. :func:`detect` is pure; the rest
+is the small file adapter.
 """
 
 from __future__ import annotations

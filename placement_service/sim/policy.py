@@ -146,8 +146,7 @@ def busy_hour_masks(
 ) -> dict[str, int]:
     """Each tenant's busy-hour profile over the first ``history_slots`` of ``cpu``: the core's
     ``core.busy_hours.busy_hour_masks``, the same function the service's re-clustering runs."""
-    h = max(1, min(int(history_slots), cpu.shape[1]))
-    masks = core_busy_hour_masks(cpu[:, :h], dc.series.start_s, dc.series.interval_s, busy_cpu,
+    masks = core_busy_hour_masks(_history_window(cpu, history_slots), dc.series.start_s, dc.series.interval_s, busy_cpu,
                                  min_share=min_share, margin_cpu=margin_cpu)
     return {t: int(m) for t, m in zip(dc.series.tenants, masks.tolist(), strict=True)}
 
@@ -156,8 +155,13 @@ def cobusy_model(
     dc: SimDatacenter, cpu: np.ndarray, history_slots: int, busy_cpu: float, config: CobusyConfig | None = None
 ) -> CobusyModel:
     """The tenants' co-busy estimates (``core.cobusy.fit_cobusy``) over the first ``history_slots`` of ``cpu``."""
-    h = max(1, min(int(history_slots), cpu.shape[1]))
-    return fit_cobusy(dc.series.tenants, cpu[:, :h], dc.series.start_s, dc.series.interval_s, busy_cpu, config)
+    return fit_cobusy(dc.series.tenants, _history_window(cpu, history_slots), dc.series.start_s,
+                      dc.series.interval_s, busy_cpu, config)
+
+
+def _history_window(cpu: np.ndarray, history_slots: int) -> np.ndarray:
+    """The first ``history_slots`` of ``cpu`` [tenant, slot] (at least one, at most all)."""
+    return cpu[:, : max(1, min(int(history_slots), cpu.shape[1]))]
 
 
 class Placer(Protocol):

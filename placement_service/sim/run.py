@@ -220,10 +220,10 @@ def run_durability(
     ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``)."""
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
-    grids = system_grids(dc, dc.cpu, _history_slots(dc, history_days), seed)
-    hours = busy_hour_masks(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
-    cobusy = (cobusy_model(dc, dc.cpu, _history_slots(dc, history_days), 1.0 - 1.0 / 3.0)
-              if HdfsSystem.H_COBUSY in systems else None)
+    hist, busy_cpu = _history_slots(dc, history_days), 1.0 - 1.0 / 3.0
+    grids = system_grids(dc, dc.cpu, hist, seed)
+    hours = busy_hour_masks(dc, dc.cpu, hist, busy_cpu)
+    cobusy = cobusy_model(dc, dc.cpu, hist, busy_cpu) if HdfsSystem.H_COBUSY in systems else None
     rates = _tenant_rates(dc)
     schedules = {run: year_of_reimages(dc, config.days, Streams(seed, run).get("reimages")) for run in range(runs)}
     points = [(run, r, system) for run in range(runs) for r in replicas for system in systems]
@@ -276,7 +276,7 @@ def run_availability(
     per_level = {}
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
-        cobusy = (cobusy_model(dc, cpu, hist, config.busy_threshold) if HdfsSystem.H_COBUSY in systems else None)
+        cobusy = cobusy_model(dc, cpu, hist, config.busy_threshold) if HdfsSystem.H_COBUSY in systems else None
         per_level[lv] = (cpu, param, system_grids(dc, cpu, hist, seed),
                          busy_hour_masks(dc, cpu, hist, config.busy_threshold), cobusy)
     points = [(lv, run, r, system) for lv in levels for run in range(runs) for r in replicas for system in systems]
