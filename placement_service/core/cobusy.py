@@ -124,6 +124,34 @@ class CobusyModel:
         return out
 
 
+    def joint_many(self, groups: np.ndarray) -> np.ndarray:
+        """:meth:`joint` of every row of ``groups`` [block, k] (tenant indices, -1: no replica, left
+        out), vectorized; a row with no tenant gets 1 (nothing to read from)."""
+        g = np.asarray(groups, dtype=np.int64)
+        if g.ndim != 2:
+            raise ValueError(f"groups must be [block, k], got shape {g.shape}")
+        b, k = g.shape
+        known = g >= 0
+        # Repeated tenants count once, like joint(): drop later duplicates of a row.
+        for j in range(1, k):
+            for i in range(j):
+                known[:, j] &= ~(known[:, i] & (g[:, i] == g[:, j]))
+        safe = np.where(known, g, 0)
+        size = known.sum(axis=1)
+        log_out = np.zeros(b)
+        one = size == 1
+        m1 = np.log(self.m1[safe])
+        log_out[one] = (m1 * known).sum(axis=1)[one]
+        pairs = np.zeros(b)
+        for j in range(1, k):
+            for i in range(j):
+                both = known[:, i] & known[:, j]
+                pairs += np.where(both, np.log(self.m2[safe[:, i], safe[:, j]]), 0.0)
+        many = size >= 2
+        log_out[many] = (pairs - (size - 2) * (m1 * known).sum(axis=1))[many]
+        return np.where(size == 0, 1.0, np.exp(log_out))
+
+
 def busy_samples(cpu: np.ndarray, busy_cpu: float) -> np.ndarray:
     """``cpu > busy_cpu`` in the series' own precision (NaN: not busy), [tenant, slot]."""
     x = np.asarray(cpu)

@@ -156,6 +156,7 @@ class ReplicaPlacer(PlacerBase):
                 len(tenants),
             )
         self._server_tenant = server_tenant
+        self._tenant_names = tuple(tenants)
         self._server_cell = [self._tenant_cell[t] for t in server_tenant]
         self._tenant_pool = [_Pool(m) for m in members]
         self._cell_pool = [
@@ -214,6 +215,29 @@ class ReplicaPlacer(PlacerBase):
                         del active[e]
                     else:
                         active[e] -= 1
+
+    def set_cobusy(self, cobusy: CobusyModel) -> None:
+        """Swap the co-busy estimates (e.g. refitted on a newer history window); the reimage penalty
+        and every other rule stay. Only for a placer built with ``cobusy``."""
+        if self._cobusy is None:
+            raise PolicyError("set_cobusy: this placer was built without co-busy estimates")
+        self._cobusy = aligned(cobusy, self._tenant_names)
+
+    def tenant_of(self, servers: np.ndarray) -> np.ndarray:
+        """The tenant index (in the order of :attr:`tenant_names`) of each inventory row (-1 stays -1)."""
+        st = np.asarray(self._server_tenant, dtype=np.int64)
+        s = np.asarray(servers, dtype=np.int64)
+        return np.where(s >= 0, st[np.maximum(s, 0)], -1)
+
+    @property
+    def cobusy(self) -> CobusyModel | None:
+        """The co-busy estimates in use, indexed like :attr:`tenant_names` (None: not a co-busy placer)."""
+        return self._cobusy
+
+    @property
+    def tenant_names(self) -> tuple[str, ...]:
+        """The placer's tenants, in the order of its co-busy estimates."""
+        return self._tenant_names
 
     @property
     def uses_busy_hours(self) -> bool:

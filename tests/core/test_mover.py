@@ -1,0 +1,131 @@
+"""Moving replicas of blocks at risk (``core/mover.py``) and the vectorized joint estimate it uses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement_service.core.cobusy import CobusyModel, fit_cobusy
+from placement_service.core.mover import MoveConfig, move_at_risk
+from placement_service.core.placement import ReplicaPlacer
+from placement_service.core.types import GridCell, PolicyError
+from tests.core.test_placement import make_inventory
+
+BLOCK_MB = 256.0
+TRIO = ("a0", "a4", "a8")  # one tenant in each row and column: a block can sit on them alone
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 4))
+def test_joint_many_matches_joint_row_by_row(seed: int, k: int) -> None:
+    rng = np.random.default_rng(seed)
+    cpu = rng.random((6, 300))
+    model = fit_cobusy([f"t{i}" for i in range(6)], cpu, 0.0, 300.0, 0.6)
+    groups = rng.integers(-1, 6, (40, k))  # -1: a missing replica; repeats allowed
+    want = [model.joint([int(x) for x in row if x >= 0]) for row in groups]
+    assert model.joint_many(groups) == pytest.approx(want, rel=1e-9)
+
+
+def _grid_cluster() -> tuple[ReplicaPlacer, list[str], dict[str, GridCell]]:
+    """Two tenants per cell of the 3x3 grid (``a<i>`` and ``b<i>`` in cell (i % 3, i // 3)), each
+    in its own environment with two servers of 10 blocks' space."""
+    tenants = [f"{p}{i}" for p in "ab" for i in range(9)]
+    cells = {t: GridCell(int(t[1:]) % 3, int(t[1:]) // 3) for t in tenants}
+    rows = [(f"{t}-s{k}", t, f"env-{t}", "r0", 10 * BLOCK_MB / 1024) for t in tenants for k in range(2)]
+    inv = make_inventory(rows)
+    model = CobusyModel(tuple(tenants), np.full(18, 0.01), np.full((18, 18), 1e-4))
+    placer = ReplicaPlacer(inv, cells, seed=0, cobusy=model)
+    return placer, tenants, cells
+
+
+def _trio_busy_model(tenants: list[str]) -> CobusyModel:
+    """Every tenant rarely busy and independent, except the trio: busy together half of the time."""
+    m1 = np.full(len(tenants), 0.01)
+    idx = [tenants.index(t) for t in TRIO]
+    m1[idx] = 0.5
+    m2 = np.outer(m1, m1)
+    for i in idx:
+        for j in idx:
+            m2[i, j] = 0.5
+    return CobusyModel(tuple(tenants), m1, m2)
+
+
+def _blocks(placer: ReplicaPlacer, holders: list[tuple[str, ...]]) -> np.ndarray:
+    rep = np.array([[placer.server_index(s) for s in h] for h in holders], dtype=np.int64)
+    placer.allocate_blocks(rep.ravel())
+    return rep
+
+
+def _free(placer: ReplicaPlacer) -> np.ndarray:
+    return np.array([placer.free_mb(s) for s in placer.inventory.server])
+
+
+def test_blocks_on_tenants_now_busy_together_move_one_replica_under_the_grid_rules() -> None:
+    placer, tenants, cells = _grid_cluster()
+    on_trio = [("a0-s0", "a4-s0", "a8-s0"), ("a0-s1", "a4-s1", "a8-s1")]
+    safe = [("b0-s0", "b4-s0", "b8-s0"), ("a0-s0", "b4-s1", "b8-s1")]  # at most one trio tenant
+    rep = _blocks(placer, on_trio + safe)
+    used_before = _free(placer).sum()
+    placer.set_cobusy(_trio_busy_model(tenants))
+    report = move_at_risk(placer, rep, MoveConfig(risk_max=1e-3, max_moves_frac=1.0), np.random.default_rng(0))
+    assert report.at_risk == 2 and report.moved == 2 and report.risk_after < report.risk_before / 100
+    names = placer.inventory.server
+    tenant_of = {s: s.split("-")[0] for s in names}
+    for b, row in enumerate(rep):
+        held = [names[s] for s in row]
+        ts = [tenant_of[s] for s in held]
+        if b < 2:
+            assert sum(t in TRIO for t in ts) == 2  # one replica left the trio
+        else:
+            assert held == list((on_trio + safe)[b])  # not at risk: untouched
+        # every grid rule still holds: distinct rows, columns, environments and servers
+        assert len({cells[t].reimage_row for t in ts}) == 3
+        assert len({cells[t].peak_column for t in ts}) == 3
+        assert len(set(ts)) == 3 and len(set(held)) == 3
+    # the moved replicas' old space came back: as much space in use as before
+    assert _free(placer).sum() == pytest.approx(used_before)
+    used = 20 * BLOCK_MB - _free(placer).reshape(18, 2).sum(axis=1)  # per tenant
+    held_blocks = np.bincount(placer.tenant_of(rep).ravel(), minlength=18) * BLOCK_MB
+    assert used == pytest.approx(held_blocks)
+
+
+def test_the_riskiest_blocks_move_first_and_at_most_the_budget() -> None:
+    placer, tenants, _ = _grid_cluster()
+    risky = [("a0-s0", "a4-s0", "a8-s0")] * 1 + [("a0-s1", "a4-s1", "a8-s1")]
+    less = [("a0-s0", "a4-s0", "b8-s0")] * 2  # two trio tenants: at risk, but less
+    rep = _blocks(placer, risky + less)
+    placer.set_cobusy(_trio_busy_model(tenants))
+    report = move_at_risk(placer, rep, MoveConfig(risk_max=1e-4, max_moves_frac=0.5), np.random.default_rng(0))
+    assert report.at_risk == 4 and report.tried == 2 and report.moved == 2
+    trio = {placer.tenant_names.index(t) for t in TRIO}
+    counts = [sum(int(t) in trio for t in row) for row in placer.tenant_of(rep)]
+    assert counts == [2, 2, 2, 2]  # the two full-trio blocks moved; the others waited
+
+
+def test_no_move_without_a_gain_and_the_space_is_given_back() -> None:
+    placer, tenants, _ = _grid_cluster()
+    rep = _blocks(placer, [("a0-s0", "a4-s0", "a8-s0")])
+    # The trio's partners in every cell are just as busy with the others: nowhere better to go.
+    m1 = np.full(18, 0.5)
+    m2 = np.full((18, 18), 0.5)
+    placer.set_cobusy(CobusyModel(tuple(tenants), m1, m2))
+    free = _free(placer)
+    before = rep.copy()
+    report = move_at_risk(placer, rep, MoveConfig(risk_max=1e-3, max_moves_frac=1.0), np.random.default_rng(0))
+    assert report.at_risk == 1 and report.tried == 1 and report.moved == 0
+    assert (rep == before).all() and _free(placer) == pytest.approx(free)
+
+
+def test_bad_inputs_are_refused() -> None:
+    placer, _, _ = _grid_cluster()
+    with pytest.raises(PolicyError):
+        MoveConfig(gain=0.5)
+    with pytest.raises(PolicyError):
+        move_at_risk(placer, np.zeros(3, dtype=np.int64), MoveConfig(), np.random.default_rng(0))
+    plain = ReplicaPlacer(placer.inventory, {}, seed=0)
+    with pytest.raises(PolicyError, match="co-busy"):
+        move_at_risk(plain, np.zeros((1, 3), dtype=np.int64), MoveConfig(), np.random.default_rng(0))
+    with pytest.raises(PolicyError, match="without co-busy"):
+        plain.set_cobusy(_trio_busy_model(list(placer.tenant_names)))
