@@ -14,6 +14,11 @@ Procedure for one (system, replicas, level, run):
    slot (a missing replica counts as unavailable).
 3. ``failed_access_pct = 100 * failed / accesses``; ``utilization`` is the core-weighted average
    primary CPU over the access window.
+
+With a ``mover`` (HDFS-H-cobusy-mover, ``sim.policy.CobusyMover``), every ``move_every_slots`` from
+the start of the access window on, the placer first learns the busy servers of that slot, then
+``mover(slot, replicas)`` may move replicas (``core.mover``); each access reads the replicas as they
+are at its slot. ``moved_replicas`` counts the moves.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class AvailabilityResult:
     blocks: int
     relaxed_placements: int
     wall_s: float
+    moved_replicas: int = 0
 
 
 def simulate_availability(
@@ -78,9 +84,15 @@ def simulate_availability(
     place_rng: np.random.Generator,
     access_rng: np.random.Generator,
     on_failed: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    mover: Callable[[int, np.ndarray], int] | None = None,
+    move_every_slots: int = 0,
 ) -> AvailabilityResult:
     """One point of the procedure above; ``on_failed(holders, slots)``, when given, receives the
-    replica servers (``-1``: missing) and the slot of every failed access, for analysis."""
+    replica servers (``-1``: missing) and the slot of every failed access, for analysis.
+    ``mover(slot, replicas)``: called every ``move_every_slots`` (> 0) of the access window, may
+    change ``replicas`` [block, replica] (inventory rows) in place and returns the replicas moved."""
+    if mover is not None and move_every_slots < 1:
+        raise ValueError("simulate_availability: a mover needs move_every_slots >= 1")
     wall0 = time.perf_counter()
     interval_s = dc.series.interval_s
     n_slots = cpu.shape[1]
@@ -99,12 +111,16 @@ def simulate_availability(
     state = np.zeros(dc.n_tenants, dtype=bool)
     relaxed = 0
     bounds = np.searchsorted(create_slot, np.arange(n_slots + 1), side="left")
-    for slot in np.unique(create_slot):
+
+    def learn_busy(slot: int) -> None:
         flip = np.flatnonzero(busy_t[:, slot] != state)
         for t in flip:
             for s in tenant_servers[t]:
                 placer.set_busy(names[s], bool(busy_t[t, slot]))
         state[flip] = busy_t[flip, slot]
+
+    for slot in np.unique(create_slot):
+        learn_busy(int(slot))
         for b in range(bounds[slot], bounds[slot + 1]):
             try:
                 res = placer.place(names[writer[b]], replicas, rng=place_rng)
@@ -114,8 +130,20 @@ def simulate_availability(
             rep[b, : len(res.targets)] = [index[x] for x in res.targets]
     # 2. accesses over the window after the history.
     a_block = access_rng.integers(0, n_blocks, config.accesses)
-    a_slot = (hist_slots + access_rng.integers(0, eval_slots, config.accesses)) % n_slots
-    holders = rep[a_block]
+    a_off = access_rng.integers(0, eval_slots, config.accesses)
+    a_slot = (hist_slots + a_off) % n_slots
+    moved = 0
+    if mover is None:
+        holders = rep[a_block]
+    else:
+        # Accesses read the replicas as they are at their slot: evaluate one move period at a time.
+        holders = np.empty((config.accesses, replicas), dtype=np.int64)
+        for start in range(0, eval_slots, move_every_slots):
+            slot = (hist_slots + start) % n_slots
+            learn_busy(slot)
+            moved += int(mover(hist_slots + start, rep))
+            seg = (a_off >= start) & (a_off < start + move_every_slots)
+            holders[seg] = rep[a_block[seg]]
     server_busy = np.ones(holders.shape, dtype=bool)
     ok = holders >= 0
     server_busy[ok] = busy_t[dc.server_tenant[holders[ok]], np.broadcast_to(a_slot[:, None], holders.shape)[ok]]
@@ -137,4 +165,5 @@ def simulate_availability(
         blocks=n_blocks,
         relaxed_placements=int(relaxed),
         wall_s=time.perf_counter() - wall0,
+        moved_replicas=moved,
     )

@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from placement_service import HarvestError
+from placement_service.core.mover import MoveConfig
+from placement_service.core.types import PolicyError
 from placement_service.sim.agent_nodes import AgentSettings
+from placement_service.sim.policy import MOVE_EVERY_DAYS, MOVE_MAX_FRAC_PER_DAY
 from placement_service.validate import finite_float, output_file
 
 logger = logging.getLogger(__name__)
@@ -143,8 +146,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="processes simulating points side by side (default 1; the records are the same for any number)")
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), HDFS-H-risk (experimental: HDFS-H with "
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), "
+                        "HDFS-H-cobusy-mover (HDFS-H-cobusy + estimates refitted during the access window and replicas of blocks at risk moved), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
+    m = p.add_argument_group("HDFS-H-cobusy-mover (docs/policy.md, core/mover.py)")
+    m.add_argument("--move-every-days", type=finite_float, default=MOVE_EVERY_DAYS,
+                   help=f"refit the co-busy estimates on the trailing --history-days and move replicas every this many "
+                        f"days of the access window (default {MOVE_EVERY_DAYS:g})")
+    m.add_argument("--move-risk-max", type=finite_float, default=MoveConfig.risk_max,
+                   help="estimated probability that all of a block's replicas are busy at once above which it moves "
+                        f"(default {MoveConfig.risk_max:g})")
+    m.add_argument("--move-max-frac", type=finite_float, default=MOVE_MAX_FRAC_PER_DAY,
+                   help="at most this share of the blocks moves per day of the access window, spread over the passes "
+                        f"(default {MOVE_MAX_FRAC_PER_DAY:g})")
     p.set_defaults(func=_availability)
 
     p = sub.add_parser("report", help="Markdown report (and figures) from results directories")
@@ -319,6 +333,9 @@ def _durability(args: argparse.Namespace) -> int:
     _check_runs(args)
     _show_progress()
     systems = _systems(args.systems, HdfsSystem)
+    if HdfsSystem.H_COBUSY_MOVER in systems:
+        raise SimUsageError("--systems: HDFS-H-cobusy-mover moves replicas by the tenants' CPU during the accesses, "
+                            "which the durability year does not simulate; its placement is HDFS-H-cobusy's: use that")
     try:
         config = DurabilityConfig(
             days=args.days, blocks=args.blocks, step_s=args.step_s,
@@ -373,9 +390,16 @@ def _availability(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     _code_version()
     dc = load_input(args)
+    try:
+        move = MoveConfig(risk_max=args.move_risk_max, max_moves_frac=args.move_max_frac * args.move_every_days)
+        if args.move_every_days <= 0:
+            raise ValueError("--move-every-days must be > 0")
+    except (ValueError, PolicyError) as exc:
+        raise SimUsageError(f"HDFS-H-cobusy-mover options: {exc}") from None
     records = run_availability(
         dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
         seed=args.seed, config=config, systems=systems, workers=args.workers,
+        move_config=move, move_every_days=args.move_every_days,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "availability", dc, settings, records, t0)

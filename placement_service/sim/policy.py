@@ -24,6 +24,7 @@ from placement_service.core.busy_hours import busy_hour_masks as core_busy_hour_
 from placement_service.core.clustering import UtilizationClustering
 from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy, reimage_penalty
 from placement_service.core.grid import build_grid
+from placement_service.core.mover import MoveConfig, MoveReport, move_at_risk
 from placement_service.core.placement import PlacementConfig, PlacementResult, ReplicaPlacer
 from placement_service.core.selection import ClassSelector, SelectionConfig, job_type
 from placement_service.core.stock_placement import StockPlacer
@@ -134,6 +135,7 @@ class HdfsSystem(StrEnum):
     H_RISK = "HDFS-H-risk"  # experimental: unpredictable tenants ranked by max(p99, mean + 4 std)
     H_HOURS = "HDFS-H-hours"  # beyond the paper: HDFS-H + replicas on tenants not busy at the same hours
     H_COBUSY = "HDFS-H-cobusy"  # beyond the paper: HDFS-H + replicas on tenants least likely busy together
+    H_COBUSY_MOVER = "HDFS-H-cobusy-mover"  # HDFS-H-cobusy + daily refit, replicas of blocks at risk moved
 
 
 def busy_hour_masks(
@@ -157,6 +159,48 @@ def cobusy_model(
     """The tenants' co-busy estimates (``core.cobusy.fit_cobusy``) over the first ``history_slots`` of ``cpu``."""
     return fit_cobusy(dc.series.tenants, _history_window(cpu, history_slots), dc.series.start_s,
                       dc.series.interval_s, busy_cpu, config)
+
+
+MOVE_EVERY_DAYS = 1.0
+"""HDFS-H-cobusy-mover: one pass a day (the service's re-clustering is daily)."""
+MOVE_MAX_FRAC_PER_DAY = 0.05
+"""HDFS-H-cobusy-mover: at most 5% of the blocks move per day (2% left single failures on Azure at 41%, docs/bench/cobusy.md)."""
+
+
+class CobusyMover:
+    """The daily pass of ``core.mover`` for the availability simulation (``simulate_availability``'s
+    ``mover``): at slot ``T`` it refits the co-busy estimates on the ``history_slots`` before ``T``
+    (what the service's daily re-clustering sees then), gives them to the placer and moves the
+    replicas of the blocks at risk."""
+
+    def __init__(
+        self,
+        dc: SimDatacenter,
+        cpu: np.ndarray,
+        placer: ReplicaPlacer,
+        history_slots: int,
+        busy_cpu: float,
+        rng: np.random.Generator,
+        config: MoveConfig | None = None,
+        cobusy_config: CobusyConfig | None = None,
+    ) -> None:
+        self.dc, self.cpu, self.placer = dc, cpu, placer
+        self.history_slots = max(1, int(history_slots))
+        self.busy_cpu, self.rng = float(busy_cpu), rng
+        self.config = config if config is not None else MoveConfig()
+        self.cobusy_config = cobusy_config
+        self.reports: list[MoveReport] = []
+
+    def __call__(self, slot: int, replicas: np.ndarray) -> int:
+        start = int(slot) - self.history_slots
+        window = np.take(self.cpu, np.arange(start, int(slot)) % self.cpu.shape[1], axis=1)
+        s = self.dc.series
+        model = fit_cobusy(s.tenants, window, s.start_s + start * s.interval_s, s.interval_s, self.busy_cpu,
+                           self.cobusy_config)
+        self.placer.set_cobusy(model)
+        report = move_at_risk(self.placer, replicas, self.config, self.rng)
+        self.reports.append(report)
+        return report.moved
 
 
 def _history_window(cpu: np.ndarray, history_slots: int) -> np.ndarray:
@@ -197,7 +241,7 @@ def make_placer(
     ``busy_hours``; -cobusy with their ``cobusy`` estimates, penalized by ``reimage_rate`` when given:
     ``core.cobusy.reimage_penalty``) or ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
-    if system is HdfsSystem.H_COBUSY:
+    if system in (HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER):
         if cobusy is None:
             raise ValueError("HDFS-H-cobusy needs the tenants' co-busy estimates")
         penalty = None

@@ -78,7 +78,7 @@ def _schedule(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return rows, checks
 
 
-BEYOND_THE_PAPER = ("HDFS-H-hours", "HDFS-H-cobusy")
+BEYOND_THE_PAPER = ("HDFS-H-hours", "HDFS-H-cobusy", "HDFS-H-cobusy-mover")
 """Our placements beyond the paper's HDFS-H, each checked against it: no failed access up to 41%
 utilization, and no more lost blocks on average."""
 
@@ -161,6 +161,14 @@ def _availability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
                     f"(mean up to {o_acc:.0f} per million; HDFS-H worst {h_max:.4f}%), needs 0: "
                     f"**{'yes' if o_max == 0.0 else 'NO'}**"
                 )
+        moves = [s for s in low if s["system"] == "HDFS-H-cobusy-mover" and "moved_replicas" in s]
+        settings = doc.get("settings", {})
+        if moves and settings.get("blocks") and settings.get("days"):
+            per_day = max(_mean(s, "moved_replicas") for s in moves) / float(settings["days"])
+            checks.append(
+                f"- cost of HDFS-H-cobusy-mover, {rep} replicas, utilization <= 41%: up to {per_day:,.0f} replicas "
+                f"moved a day on average ({100 * per_day / float(settings['blocks']):.2f}% of the blocks a day)"
+            )
         risk = [s for s in summ if s["replicas"] == rep and s["system"] == "HDFS-H-risk"]
         paper = {s["level"]: s for s in summ if s["replicas"] == rep and s["system"] == "HDFS-H"}
         if risk:

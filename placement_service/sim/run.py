@@ -16,13 +16,18 @@ from typing import Any, TypeVar
 import numpy as np
 
 from placement_service.core.forecast import fit_headroom_forecast
+from placement_service.core.mover import MoveConfig
+from placement_service.core.placement import ReplicaPlacer
 from placement_service.core.selection import SelectionConfig
 from placement_service.core.types import GridCell, Job, ReimageEvents
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
 from placement_service.sim.datacenter import Scaling, SimDatacenter, scale_cpu
 from placement_service.sim.durability import DurabilityConfig, PresenceSchedule, simulate_durability
 from placement_service.sim.policy import (
+    MOVE_EVERY_DAYS,
+    MOVE_MAX_FRAC_PER_DAY,
     ClassRouter,
+    CobusyMover,
     HdfsSystem,
     Placer,
     busy_hour_masks,
@@ -92,6 +97,9 @@ def _sweep(points: Sequence[T], one: Callable[[T], Record], workers: int,
         records.append(rec)
         logger.info("%s [%d/%d] %s", rec["experiment"], done, len(points), line(rec))
     return records
+
+
+COBUSY_SYSTEMS = frozenset({HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER})
 
 
 def _history_slots(dc: SimDatacenter, history_days: float) -> int:
@@ -194,7 +202,7 @@ def system_grids(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> di
     paper = dict(placement_grid(dc, model.tenant_peak_cpu_, rates))
     risk = dict(placement_grid(dc, model.tenant_grid_peak_cpu_, rates))
     return {HdfsSystem.STOCK: paper, HdfsSystem.H: paper, HdfsSystem.H_RISK: risk, HdfsSystem.H_HOURS: paper,
-            HdfsSystem.H_COBUSY: paper}
+            HdfsSystem.H_COBUSY: paper, HdfsSystem.H_COBUSY_MOVER: paper}
 
 
 def year_of_reimages(dc: SimDatacenter, days: float, rng: np.random.Generator) -> ReimageSchedule:
@@ -218,6 +226,11 @@ def run_durability(
 ) -> list[Record]:
     """Durability: one record per (system, replicas, run), the same for any ``workers``;
     ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``)."""
+    if HdfsSystem.H_COBUSY_MOVER in systems:
+        raise ValueError(
+            "durability: HDFS-H-cobusy-mover moves replicas by the primary tenants' CPU, which a year of "
+            "reimages does not have; its placement is HDFS-H-cobusy's: simulate that one"
+        )
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
     hist, busy_cpu = _history_slots(dc, history_days), 1.0 - 1.0 / 3.0
@@ -269,14 +282,22 @@ def run_availability(
     config: AvailabilityConfig,
     systems: Sequence[HdfsSystem] = (HdfsSystem.STOCK, HdfsSystem.H),
     workers: int = 1,
+    move_config: MoveConfig | None = None,
+    move_every_days: float = MOVE_EVERY_DAYS,
 ) -> list[Record]:
-    """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``."""
+    """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``.
+    HDFS-H-cobusy-mover refits its estimates and moves replicas every ``move_every_days`` of the
+    access window (``move_config``, per pass; default: ``MoveConfig``'s with ``MOVE_MAX_FRAC_PER_DAY``)."""
+    if move_every_days <= 0:
+        raise ValueError(f"move_every_days must be > 0, got {move_every_days}")
+    if move_config is None:
+        move_config = MoveConfig(max_moves_frac=MOVE_MAX_FRAC_PER_DAY * move_every_days)
     hist = _history_slots(dc, config.history_days)
     rates = _tenant_rates(dc)
     per_level = {}
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
-        cobusy = cobusy_model(dc, cpu, hist, config.busy_threshold) if HdfsSystem.H_COBUSY in systems else None
+        cobusy = cobusy_model(dc, cpu, hist, config.busy_threshold) if COBUSY_SYSTEMS.intersection(systems) else None
         per_level[lv] = (cpu, param, system_grids(dc, cpu, hist, seed),
                          busy_hour_masks(dc, cpu, hist, config.busy_threshold), cobusy)
     points = [(lv, run, r, system) for lv in levels for run in range(runs) for r in replicas for system in systems]
@@ -289,11 +310,17 @@ def run_availability(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
         )
+        mover = None
+        if system is HdfsSystem.H_COBUSY_MOVER:
+            assert isinstance(placer, ReplicaPlacer)
+            mover = CobusyMover(dc, cpu, placer, hist, config.busy_threshold, streams.fresh("moves"), move_config)
         res = simulate_availability(
             dc, cpu, placer, system, r, config,
             create_rng=streams.fresh("blocks"),
             place_rng=streams.fresh("placement"),
             access_rng=streams.fresh("accesses"),
+            mover=mover,
+            move_every_slots=max(1, int(round(move_every_days * DAY_S / dc.series.interval_s))),
         )
         rec: Record = {
             "experiment": "availability", "datacenter": dc.name, "system": system.value,

@@ -3,8 +3,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from placement_service.core.mover import MoveConfig
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
 from placement_service.sim.policy import (
+    CobusyMover,
     HdfsSystem,
     busy_hour_masks,
     cobusy_model,
@@ -100,3 +102,46 @@ def test_on_failed_gets_every_failed_access_with_busy_holders() -> None:
     assert res.failed_accesses > 0 and len(holders) == len(slots) == res.failed_accesses
     assert holders.shape[1] == 2 and (holders >= 0).all()
     assert set(dc.server_tenant[holders].ravel().tolist()) <= {0, 1, 2} and (slots >= 432).all()
+
+
+def test_mover_catches_tenants_that_turn_busy_together_after_the_history() -> None:
+    # 18 tenants, two per grid cell (t<i> and t<i+9> in row i % 3, column (i // 3) % 3, by their
+    # reimage rate and history peak). Idle in the one-day history; from 4 h into the two-day access
+    # window on, the trio t0, t4, t8 (one per row and column) runs at 95%. HDFS-H-cobusy cannot
+    # know; blocks that sit on the trio alone fail whenever they are read. The mover refits at the
+    # start of each window day: the pass at day 2 sees the trio busy together and moves one replica
+    # of each such block, so no access fails after it.
+    n_t, day = 18, 288
+    cpu = np.zeros((n_t, 3 * day))
+    for i in range(n_t):
+        cpu[i] = 0.1 + 0.1 * ((i % 9) // 3)
+    trio = [0, 4, 8]
+    cpu[np.ix_(trio, np.arange(day + 48, 3 * day))] = 0.95
+    dc = make_dc(cpu, servers_per_tenant=3)
+    tenants = dc.series.tenants
+    peaks = {t: float(cpu[i, :day].max()) for i, t in enumerate(tenants)}
+    grid = placement_grid(dc, peaks, {t: float(i % 3) for i, t in enumerate(tenants)})
+    assert all((grid[tenants[i]].reimage_row, grid[tenants[i]].peak_column) == (i % 3, (i % 9) // 3) for i in range(n_t))
+    cfg = AvailabilityConfig(days=2.0, history_days=1.0, blocks=3000, accesses=30000)
+    cobusy = cobusy_model(dc, cpu, day, cfg.busy_threshold)
+    rng = np.random.default_rng
+
+    def run(with_mover: bool) -> tuple[object, list[np.ndarray]]:
+        system = HdfsSystem.H_COBUSY_MOVER if with_mover else HdfsSystem.H_COBUSY
+        placer = make_placer(system, dc, grid, seed=0, block_size_mb=256.0, cobusy=cobusy)
+        mover = CobusyMover(dc, cpu, placer, day, cfg.busy_threshold, rng(3), MoveConfig(max_moves_frac=1.0)) \
+            if with_mover else None
+        slots: list[np.ndarray] = []
+        res = simulate_availability(dc, cpu, placer, system, 3, cfg, create_rng=rng(0), place_rng=rng(1),
+                                    access_rng=rng(2), on_failed=lambda h, s: slots.append(s),
+                                    mover=mover, move_every_slots=day)
+        return res, slots
+
+    plain, plain_slots = run(False)
+    moved, moved_slots = run(True)
+    assert plain.relaxed_placements == moved.relaxed_placements == 0
+    assert (plain_slots[0] >= 2 * day).sum() > 100  # the trio's blocks fail on day 2 without moves
+    assert moved.failed_accesses > 0 and (moved_slots[0] < 2 * day).all()  # day 1 only: before the refit
+    assert moved.failed_accesses < plain.failed_accesses
+    # one replica per block at most, per pass: blocks with two or three replicas on the trio
+    assert 0 < moved.moved_replicas <= cfg.blocks

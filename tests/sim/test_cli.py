@@ -97,3 +97,24 @@ def test_bad_inputs_exit_2(traces: dict[str, Path], tmp_path: Path, capsys: pyte
         assert main(["sim", experiment, *_common(traces, out), "--systems", bad]) == 2
         err = capsys.readouterr().err
         assert "--systems" in err and listed in err and not out.exists()
+
+
+def test_mover_options_and_where_the_mover_is_refused(
+    traces: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "dur"
+    assert main(["sim", "durability", *_common(traces, out), "--systems", "HDFS-H,HDFS-H-cobusy-mover"]) == 2
+    err = capsys.readouterr().err
+    assert "HDFS-H-cobusy-mover" in err and "HDFS-H-cobusy" in err and not out.exists()
+    for bad in (["--move-every-days", "0"], ["--move-max-frac", "2"], ["--move-risk-max", "-1"]):
+        out = tmp_path / f"avail{len(bad[0])}{bad[1]}"
+        assert main(["sim", "availability", *_common(traces, out), "--systems", "HDFS-H-cobusy-mover", *bad]) == 2
+        assert "HDFS-H-cobusy-mover options" in capsys.readouterr().err and not out.exists()
+    out = tmp_path / "avail"
+    # Two days of accesses: the second day's pass refits on the first and finds better tenants.
+    assert main(["sim", "availability", *_common(traces, out), "--levels", "0.5", "--replicas", "3", "--days", "2",
+                 "--blocks", "1000", "--accesses", "3000", "--systems", "HDFS-H-cobusy,HDFS-H-cobusy-mover",
+                 "--move-risk-max", "0", "--move-max-frac", "1"]) == 0
+    recs = {r["system"]: r for r in json.loads((out / "results.json").read_text())["records"]}
+    assert recs["HDFS-H-cobusy"]["moved_replicas"] == 0
+    assert 0 < recs["HDFS-H-cobusy-mover"]["moved_replicas"] <= 2 * 1000  # one per block and pass at most

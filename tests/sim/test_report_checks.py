@@ -48,3 +48,21 @@ def test_every_placement_beyond_the_paper_gets_its_own_checks() -> None:
     _, checks = SECTIONS["durability"](_durability_doc({"HDFS-H": [1, 1], "HDFS-H-cobusy": [2, 1]}))
     (cob,) = [c for c in checks if "HDFS-H-cobusy" in c]
     assert "vs HDFS-H 1.0" in cob and cob.endswith("**NO**")
+
+
+def test_the_mover_is_checked_and_its_cost_stated() -> None:
+    doc = _availability_doc({
+        ("HDFS-Stock", 0.3): 0.02, ("HDFS-H", 0.3): 0.001, ("HDFS-H-cobusy", 0.3): 0.0002,
+        ("HDFS-H-cobusy-mover", 0.3): 0.0, ("HDFS-H-cobusy-mover", 0.4): 0.0,
+    })
+    for s in doc["summary"]:
+        if s["system"] == "HDFS-H-cobusy-mover":
+            n = 28_000 if s["level"] == 0.4 else 14_000
+            s["moved_replicas"] = {"min": n, "mean": n, "max": n}
+    doc["settings"] = {"blocks": 200_000, "days": 14}
+    _, checks = SECTIONS["availability"](doc)
+    (mover,) = [c for c in checks if "HDFS-H-cobusy-mover worst" in c]
+    (cob,) = [c for c in checks if "HDFS-H-cobusy worst" in c]
+    assert mover.endswith("**yes**") and cob.endswith("**NO**")
+    (cost,) = [c for c in checks if c.startswith("- cost of HDFS-H-cobusy-mover")]
+    assert "2,000 replicas moved a day" in cost and "(1.00% of the blocks a day)" in cost
