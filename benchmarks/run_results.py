@@ -54,19 +54,19 @@ FULL: dict[str, list[str]] = {
     "gen3-schedule-linear": ["schedule", "--generate", "5000", "--generate-seed", "3", "--generate-days", "37",
                              "--levels", LEVELS, "--scaling", "linear", "--runs", "1", "--days", "30", "--step-s", "120"],
     "gen-availability": ["availability", *GEN, "--levels", LEVELS + ",0.7", "--replicas", "3,4", "--runs", "3",
-                         "--blocks", "200000", "--accesses", "1000000", "--days", "21", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-risk"],
+                         "--blocks", "200000", "--accesses", "1000000", "--days", "21", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-cobusy-mover,HDFS-H-risk"],
     "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                               "--days", "7", "--step-s", "120"],
     "azure-durability": ["durability", *AZ, "--replicas", "3,4", "--blocks", "1000000", "--runs", "3",
                          "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy"],
     "azure-availability": ["availability", *AZ, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
-                           "--blocks", "200000", "--accesses", "1000000", "--days", "14", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-risk"],
+                           "--blocks", "200000", "--accesses", "1000000", "--days", "14", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-cobusy-mover,HDFS-H-risk"],
     "planetlab-schedule-linear": ["schedule", *PL, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                                   "--days", "6", "--history-days", "3", "--step-s", "120"],
     "planetlab-durability": ["durability", *PL, "--replicas", "3,4", "--blocks", "1000000", "--runs", "3",
                              "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy"],
     "planetlab-availability": ["availability", *PL, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
-                               "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-risk"],
+                               "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-cobusy-mover,HDFS-H-risk"],
 }
 
 

@@ -1,0 +1,88 @@
+"""Issue 14, item 4: failed accesses at 3 replicas up to ~40% utilization, every placement side by
+side, on the generated and the two real-trace datacenters, and what HDFS-H-cobusy-mover's moves cost.
+
+Three ``harvest sim availability`` runs at the standard size (the argv of ``run_results.py``'s
+availability experiments, restricted to 3 replicas and levels 0.2-0.4, HDFS-H-risk left out), then
+a Markdown report of the three (``WORK/report.md``, the same generator as ``docs/results.md``) and a
+one-line-per-point table with the load average::
+
+    .venv/bin/python benchmarks/bench_sim_mover.py --work /tmp/mover          # ~25 min on 2 cores
+    .venv/bin/python benchmarks/bench_sim_mover.py --work /tmp/mover --report-only
+
+An experiment whose ``results.json`` exists is not run again (delete it, or pass ``--force``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_results import AZ, GEN, HARVEST, PL, ROOT  # noqa: E402
+
+SYSTEMS = "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-cobusy-mover"
+COMMON = ["--levels", "0.2,0.3,0.4", "--replicas", "3", "--blocks", "200000", "--accesses", "1000000",
+          "--systems", SYSTEMS]
+EXPERIMENTS = {
+    "gen-availability-r3-le40": ["availability", *GEN, *COMMON, "--runs", "3", "--days", "21"],
+    "azure-availability-r3-le40": ["availability", *AZ, *COMMON, "--runs", "2", "--days", "14"],
+    "planetlab-availability-r3-le40": ["availability", *PL, *COMMON, "--runs", "2", "--days", "6",
+                                       "--history-days", "3"],
+}
+
+
+def run(work: Path, name: str, force: bool) -> None:
+    out = work / name
+    if (out / "results.json").exists() and not force:
+        print(f"{name}: results exist, skipped", flush=True)
+        return
+    cmd = [*HARVEST, "sim", *EXPERIMENTS[name], "--out", str(out)]
+    print(f"{name}: load {os.getloadavg()[0]:.2f}: {' '.join(cmd[2:])}", flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    print(f"{name}: done, load {os.getloadavg()[0]:.2f}", flush=True)
+
+
+def table(work: Path) -> str:
+    lines = ["| datacenter | level | utilization | system | failed accesses per million, per run | moved replicas a day (% of blocks) |",
+             "|---|---|---|---|---|---|"]
+    for name in EXPERIMENTS:
+        doc = json.loads((work / name / "results.json").read_text())
+        days, blocks = float(doc["settings"]["days"]), float(doc["settings"]["blocks"])
+        by: dict[tuple[float, str], list[dict]] = {}
+        for r in doc["records"]:
+            by.setdefault((r["level"], r["system"]), []).append(r)
+        for (level, system), recs in sorted(by.items()):
+            per_m = " / ".join(str(round(1e6 * r["failed_accesses"] / r["accesses"])) for r in recs)
+            moved = sum(r.get("moved_replicas", 0) for r in recs) / len(recs) / days
+            cost = f"{moved:,.0f} ({100 * moved / blocks:.2f}%)" if moved else "-"
+            util = sum(r["utilization"] for r in recs) / len(recs)
+            lines.append(f"| {doc['datacenter']} | {level:.1f} | {100 * util:.1f}% | {system} | {per_m} | {cost} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, required=True, help="directory of the experiments' results")
+    ap.add_argument("--parallel", type=int, default=2, help="experiments at once (default 2)")
+    ap.add_argument("--force", action="store_true", help="run experiments whose results exist again")
+    ap.add_argument("--report-only", action="store_true", help="only write the report and the table")
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        with ThreadPoolExecutor(max(1, args.parallel)) as pool:
+            list(pool.map(lambda n: run(args.work, n, args.force), EXPERIMENTS))
+    from placement_service.sim.report import write_report
+
+    report = write_report([args.work / n for n in EXPERIMENTS], args.work / "report.md", args.work / "figures",
+                          title="Availability at 3 replicas up to ~40% (issue 14, item 4)")
+    print(f"report: {report}\n\n{table(args.work)}\n\nload average now: {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
