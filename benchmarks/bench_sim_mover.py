@@ -8,8 +8,11 @@ one-line-per-point table with the load average::
 
     .venv/bin/python benchmarks/bench_sim_mover.py --work /tmp/mover          # ~25 min on 2 cores
     .venv/bin/python benchmarks/bench_sim_mover.py --work /tmp/mover --report-only
+    .venv/bin/python benchmarks/bench_sim_mover.py --work /tmp/mover-s1 --seed 1 --runs 3 \
+        --systems HDFS-H,HDFS-H-cobusy-mover                                 # more runs, other streams
 
 An experiment whose ``results.json`` exists is not run again (delete it, or pass ``--force``).
+Sections are named ``<datacenter>-availability-r3-le40`` (with ``--seed N`` > 0: ``...-seedN``).
 """
 
 from __future__ import annotations
@@ -36,21 +39,36 @@ EXPERIMENTS = {
 }
 
 
-def run(work: Path, name: str, force: bool) -> None:
+def experiments(seed: int, runs: int | None, systems: str) -> dict[str, list[str]]:
+    """``EXPERIMENTS`` with another seed (sections named ``...-seedN``), run count or systems."""
+    out = {}
+    for name, argv in EXPERIMENTS.items():
+        argv = list(argv)
+        argv[argv.index("--systems") + 1] = systems
+        if runs is not None:
+            argv[argv.index("--runs") + 1] = str(runs)
+        if seed:
+            argv += ["--seed", str(seed)]
+            name = f"{name}-seed{seed}"
+        out[name] = argv
+    return out
+
+
+def run(work: Path, name: str, argv: list[str], force: bool) -> None:
     out = work / name
     if (out / "results.json").exists() and not force:
         print(f"{name}: results exist, skipped", flush=True)
         return
-    cmd = [*HARVEST, "sim", *EXPERIMENTS[name], "--out", str(out)]
+    cmd = [*HARVEST, "sim", *argv, "--out", str(out)]
     print(f"{name}: load {os.getloadavg()[0]:.2f}: {' '.join(cmd[2:])}", flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT)
     print(f"{name}: done, load {os.getloadavg()[0]:.2f}", flush=True)
 
 
-def table(work: Path) -> str:
+def table(work: Path, names: list[str]) -> str:
     lines = ["| datacenter | level | utilization | system | failed accesses per million, per run | moved replicas a day (% of blocks) |",
              "|---|---|---|---|---|---|"]
-    for name in EXPERIMENTS:
+    for name in names:
         doc = json.loads((work / name / "results.json").read_text())
         days, blocks = float(doc["settings"]["days"]), float(doc["settings"]["blocks"])
         by: dict[tuple[float, str], list[dict]] = {}
@@ -71,16 +89,20 @@ def main() -> int:
     ap.add_argument("--parallel", type=int, default=2, help="experiments at once (default 2)")
     ap.add_argument("--force", action="store_true", help="run experiments whose results exist again")
     ap.add_argument("--report-only", action="store_true", help="only write the report and the table")
+    ap.add_argument("--seed", type=int, default=0, help="the runs' random streams (default 0, as docs/results.md)")
+    ap.add_argument("--runs", type=int, default=None, help="runs per point (default: generated 3, real traces 2)")
+    ap.add_argument("--systems", default=SYSTEMS, help=f"placements side by side (default {SYSTEMS})")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    plan = experiments(args.seed, args.runs, args.systems)
     if not args.report_only:
         with ThreadPoolExecutor(max(1, args.parallel)) as pool:
-            list(pool.map(lambda n: run(args.work, n, args.force), EXPERIMENTS))
+            list(pool.map(lambda kv: run(args.work, kv[0], kv[1], args.force), plan.items()))
     from placement_service.sim.report import write_report
 
-    report = write_report([args.work / n for n in EXPERIMENTS], args.work / "report.md", args.work / "figures",
+    report = write_report([args.work / n for n in plan], args.work / "report.md", args.work / "figures",
                           title="Availability at 3 replicas up to ~40% (issue 14, item 4)")
-    print(f"report: {report}\n\n{table(args.work)}\n\nload average now: {os.getloadavg()}")
+    print(f"report: {report}\n\n{table(args.work, list(plan))}\n\nload average now: {os.getloadavg()}")
     return 0
 
 

@@ -35,7 +35,11 @@ LEVELS = "0.2,0.3,0.4,0.5,0.6"
 
 FULL: dict[str, list[str]] = {
     "gen-durability-r3": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks", "4000000",
-                          "--runs", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy"],
+                          "--runs", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-cobusy-mover"],
+    # The two co-busy placements place one block at a time (~9,000 blocks/s): a year at 1M blocks
+    # costs minutes, at 4M about a quarter of an hour each; three runs at 1M next to HDFS-H.
+    "gen-durability-r3-cobusy": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks",
+                                 "1000000", "--runs", "3", "--systems", "HDFS-H,HDFS-H-cobusy,HDFS-H-cobusy-mover"],
     # More seeds for the two history-based placements alone: with 0-2 lost blocks a year per run, two
     # runs cannot tell whether HDFS-H-hours loses durability against HDFS-H.
     "gen-durability-r3-seed1": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks",
@@ -58,13 +62,14 @@ FULL: dict[str, list[str]] = {
     "azure-schedule-linear": ["schedule", *AZ, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                               "--days", "7", "--step-s", "120"],
     "azure-durability": ["durability", *AZ, "--replicas", "3,4", "--blocks", "1000000", "--runs", "3",
-                         "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy"],
+                         "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-cobusy-mover"],
     "azure-availability": ["availability", *AZ, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
                            "--blocks", "200000", "--accesses", "1000000", "--days", "14", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-cobusy-mover,HDFS-H-risk"],
     "planetlab-schedule-linear": ["schedule", *PL, "--levels", "0.3,0.4,0.5", "--scaling", "linear", "--runs", "2",
                                   "--days", "6", "--history-days", "3", "--step-s", "120"],
     "planetlab-durability": ["durability", *PL, "--replicas", "3,4", "--blocks", "1000000", "--runs", "3",
-                             "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy"],
+                             "--history-days", "3",
+                             "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-cobusy-mover"],
     "planetlab-availability": ["availability", *PL, "--levels", LEVELS, "--replicas", "3,4", "--runs", "2",
                                "--blocks", "200000", "--accesses", "1000000", "--days", "6", "--history-days", "3", "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours,HDFS-H-cobusy,HDFS-H-cobusy-mover,HDFS-H-risk"],
 }
@@ -85,7 +90,8 @@ STANDARD: dict[str, list[str]] = {
     "gen-availability": FULL["gen-availability"],
     "azure-availability": FULL["azure-availability"],
     "planetlab-availability": FULL["planetlab-availability"],
-    "gen-durability-r3": _with(FULL["gen-durability-r3"], runs="2"),
+    "gen-durability-r3": _with(FULL["gen-durability-r3"], runs="2", systems="HDFS-Stock,HDFS-H,HDFS-H-hours"),
+    "gen-durability-r3-cobusy": FULL["gen-durability-r3-cobusy"],
     "gen-durability-r3-seed1": FULL["gen-durability-r3-seed1"],
     "azure-durability": _with(FULL["azure-durability"], replicas="3"),
     "planetlab-durability": _with(FULL["planetlab-durability"], replicas="3"),

@@ -12,8 +12,10 @@ every block's replica servers:
 
 1. Risk of a block: the estimated probability that all of its replicas' tenants are busy at once
    (``CobusyModel.joint_many``; a missing replica is left out).
-2. Blocks above ``risk_max``, riskiest first, at most ``max_moves_frac`` of the blocks per pass
-   (the network and disk of a move are paid on the primary tenants' servers: the cap bounds them).
+2. Blocks with at least two replicas above ``risk_max``, riskiest first, at most
+   ``max_moves_frac`` of the blocks per pass (the network and disk of a move are paid on the
+   primary tenants' servers: the cap bounds them). A block with one replica left (or none) is
+   re-replication's work, not a move's.
 3. For each: the replica to give up is the one whose removal leaves the lowest risk of the rest
    (the tenant that contributes most). A new replica is placed with the others as ``existing``
    (every grid rule of the placer holds: distinct rows, columns and environments, busy and full
@@ -39,8 +41,11 @@ from placement_service.core.types import PlacementError, PolicyError
 
 @dataclass(frozen=True)
 class MoveConfig:
-    risk_max: float = 1e-5
-    """Estimated probability that every replica's tenant is busy at once above which a block moves."""
+    risk_max: float = 1e-6
+    """Estimated probability that every replica's tenant is busy at once above which a block moves.
+    1e-5 let one block through on PlanetLab at 31.5% (estimated 5.8e-6 the day before its three
+    tenants were busy together); with 1e-6 four runs each of PlanetLab at 21% and 31.5% and Azure
+    at 40.8% failed no access (docs/bench/cobusy.md)."""
     gain: float = 2.0
     """A move is kept only when it divides the block's risk by at least this much."""
     max_moves_frac: float = 0.05
@@ -62,6 +67,10 @@ class MoveReport:
     """Sum over the blocks of the estimated risk, before and after the pass (expected failed reads
     per read of every block once)."""
     risk_after: float
+    moved_blocks: np.ndarray
+    """The moved blocks (rows of ``replicas``), in the order they moved."""
+    moved_columns: np.ndarray
+    """For each moved block, the column of ``replicas`` that now holds the new server."""
 
 
 def move_at_risk(
@@ -81,18 +90,18 @@ def move_at_risk(
     tenants = placer.tenant_of(rep)
     risk = model.joint_many(tenants)
     before = float(risk.sum())
-    hot = np.flatnonzero(risk > config.risk_max)
+    hot = np.flatnonzero((risk > config.risk_max) & ((rep >= 0).sum(axis=1) >= 2))
     order = hot[np.argsort(-risk[hot], kind="stable")]
     budget = math.ceil(config.max_moves_frac * len(rep))
     names = placer.inventory.server
     block_mb = placer.config.block_size_mb
     k = rep.shape[1]
-    tried = moved = 0
+    tried = 0
+    moved_b: list[int] = []
+    moved_k: list[int] = []
     for b in order[:budget].tolist():
         row = rep[b]
         held = [j for j in range(k) if row[j] >= 0]
-        if len(held) < 2:
-            continue
         tried += 1
         # 3. the replica whose removal leaves the lowest risk
         rest = np.array([[tenants[b, i] if i != j else -1 for i in range(k)] for j in held], dtype=np.int64)
@@ -114,5 +123,9 @@ def move_at_risk(
         row[drop] = new
         tenants[b] = trial
         risk[b] = new_risk
-        moved += 1
-    return MoveReport(len(hot), tried, moved, before, float(risk.sum()))
+        moved_b.append(b)
+        moved_k.append(drop)
+    return MoveReport(
+        len(hot), tried, len(moved_b), before, float(risk.sum()),
+        np.array(moved_b, dtype=np.int64), np.array(moved_k, dtype=np.int64),
+    )

@@ -128,8 +128,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="processes simulating points side by side (default 1; the records are the same for any number)")
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), HDFS-H-risk (experimental: HDFS-H with "
+                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), "
+                        "HDFS-H-cobusy-mover (HDFS-H-cobusy + estimates refitted every day on the trailing history, the CPU series "
+                        "repeated over the year, and replicas of blocks at risk moved), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
+    _mover_options(p, "the simulated days")
     p.set_defaults(func=_durability)
 
     p = sub.add_parser("availability", help="HDFS-Stock vs HDFS-H: failed accesses vs utilization")
@@ -149,16 +152,7 @@ def register(subparsers: Any) -> None:
                    help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), "
                         "HDFS-H-cobusy-mover (HDFS-H-cobusy + estimates refitted during the access window and replicas of blocks at risk moved), HDFS-H-risk (experimental: HDFS-H with "
                         "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
-    m = p.add_argument_group("HDFS-H-cobusy-mover (docs/policy.md, core/mover.py)")
-    m.add_argument("--move-every-days", type=finite_float, default=MOVE_EVERY_DAYS,
-                   help=f"refit the co-busy estimates on the trailing --history-days and move replicas every this many "
-                        f"days of the access window (default {MOVE_EVERY_DAYS:g})")
-    m.add_argument("--move-risk-max", type=finite_float, default=MoveConfig.risk_max,
-                   help="estimated probability that all of a block's replicas are busy at once above which it moves "
-                        f"(default {MoveConfig.risk_max:g})")
-    m.add_argument("--move-max-frac", type=finite_float, default=MOVE_MAX_FRAC_PER_DAY,
-                   help="at most this share of the blocks moves per day of the access window, spread over the passes "
-                        f"(default {MOVE_MAX_FRAC_PER_DAY:g})")
+    _mover_options(p, "the access window")
     p.set_defaults(func=_availability)
 
     p = sub.add_parser("report", help="Markdown report (and figures) from results directories")
@@ -325,6 +319,29 @@ def _schedule(args: argparse.Namespace) -> int:
     return _finish(Path(args.out), "schedule", dc, settings, records, t0)
 
 
+def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
+    m = p.add_argument_group("HDFS-H-cobusy-mover (docs/policy.md, core/mover.py)")
+    m.add_argument("--move-every-days", type=finite_float, default=MOVE_EVERY_DAYS,
+                   help=f"refit the co-busy estimates on the trailing --history-days and move replicas every this many "
+                        f"days of {window} (default {MOVE_EVERY_DAYS:g})")
+    m.add_argument("--move-risk-max", type=finite_float, default=MoveConfig.risk_max,
+                   help="estimated probability that all of a block's replicas are busy at once above which it moves "
+                        f"(default {MoveConfig.risk_max:g})")
+    m.add_argument("--move-max-frac", type=finite_float, default=MOVE_MAX_FRAC_PER_DAY,
+                   help=f"at most this share of the blocks moves per day of {window}, spread over the passes "
+                        f"(default {MOVE_MAX_FRAC_PER_DAY:g})")
+
+
+def _move_config(args: argparse.Namespace) -> MoveConfig:
+    """The mover's per-pass settings from its options (checked before any input is read)."""
+    try:
+        if args.move_every_days <= 0:
+            raise ValueError("--move-every-days must be > 0")
+        return MoveConfig(risk_max=args.move_risk_max, max_moves_frac=args.move_max_frac * args.move_every_days)
+    except (ValueError, PolicyError) as exc:
+        raise SimUsageError(f"HDFS-H-cobusy-mover options: {exc}") from None
+
+
 def _durability(args: argparse.Namespace) -> int:
     from placement_service.sim.durability import DurabilityConfig
     from placement_service.sim.policy import HdfsSystem
@@ -333,9 +350,7 @@ def _durability(args: argparse.Namespace) -> int:
     _check_runs(args)
     _show_progress()
     systems = _systems(args.systems, HdfsSystem)
-    if HdfsSystem.H_COBUSY_MOVER in systems:
-        raise SimUsageError("--systems: HDFS-H-cobusy-mover moves replicas by the tenants' CPU during the accesses, "
-                            "which the durability year does not simulate; its placement is HDFS-H-cobusy's: use that")
+    move = _move_config(args)
     try:
         config = DurabilityConfig(
             days=args.days, blocks=args.blocks, step_s=args.step_s,
@@ -350,7 +365,7 @@ def _durability(args: argparse.Namespace) -> int:
         dc = _with_synthetic_reimages(dc, args)
     records = run_durability(
         dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days,
-        systems=systems, workers=args.workers,
+        systems=systems, workers=args.workers, move_config=move, move_every_days=args.move_every_days,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "durability", dc, settings, records, t0)
@@ -380,6 +395,7 @@ def _availability(args: argparse.Namespace) -> int:
     _check_runs(args)
     _show_progress()
     systems = _systems(args.systems, HdfsSystem)
+    move = _move_config(args)
     try:
         config = AvailabilityConfig(
             days=args.days, history_days=args.history_days, blocks=args.blocks, accesses=args.accesses,
@@ -390,12 +406,6 @@ def _availability(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     _code_version()
     dc = load_input(args)
-    try:
-        move = MoveConfig(risk_max=args.move_risk_max, max_moves_frac=args.move_max_frac * args.move_every_days)
-        if args.move_every_days <= 0:
-            raise ValueError("--move-every-days must be > 0")
-    except (ValueError, PolicyError) as exc:
-        raise SimUsageError(f"HDFS-H-cobusy-mover options: {exc}") from None
     records = run_availability(
         dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
         seed=args.seed, config=config, systems=systems, workers=args.workers,

@@ -22,6 +22,11 @@ start of each step, before the creations, the step's presence changes are applie
 placer's busy flag, so an absent server takes no new replica (first, re-replicated or written from
 it) until it is present again; its replicas stay until a reimage (revocation) wipes them.
 
+With a ``mover`` (HDFS-H-cobusy-mover), after the re-replication of every step that ends a
+``move_every_s`` period, ``mover(t, rep[:created])`` may move one replica of blocks at risk
+(``core.mover``: copy to the new server, then delete the old one, so a move never lowers a block's
+replica count); the moved replicas are written through the index's log like any other.
+
 Finding the replicas of a reimaged server is a lookup in a server-sorted index of ``rep`` (rebuilt
 when more than ``rebuild_every`` replicas were written since the last build) plus a scan of the
 replicas written since. Every write goes through that log, so no replica is missed.
@@ -36,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement_service.core.mover import MoveReport
 from placement_service.core.types import PlacementError
 from placement_service.sim.datacenter import SimDatacenter
 from placement_service.sim.policy import HdfsSystem, Placer
@@ -82,6 +88,7 @@ class DurabilityResult:
     failed_placements: int
     max_queue: int
     wall_s: float
+    moved_replicas: int = 0
 
 
 class _ReplicaIndex:
@@ -139,12 +146,18 @@ def simulate_durability(
     repair_rng: np.random.Generator,
     on_wipe: Callable[[float, np.ndarray, np.ndarray, np.ndarray], None] | None = None,
     presence: PresenceSchedule | None = None,
+    mover: Callable[[float, np.ndarray], MoveReport] | None = None,
+    move_every_s: float = DAY_S,
 ) -> DurabilityResult:
     """One (system, replicas) run; ``placer_factory()`` returns a fresh core placer for ``system``.
 
     ``on_wipe(time_s, blocks, servers, lost)``: called at each step with reimages, with every replica
     they wiped (block and server, one entry per replica) and the blocks lost by it (for analysis).
-    ``presence``: servers that leave and rejoin the placeable set (module docstring)."""
+    ``presence``: servers that leave and rejoin the placeable set (module docstring).
+    ``mover(t_s, replicas)``: called every ``move_every_s`` with the created blocks' rows of ``rep``
+    (a view: moves are made in place) and returns its ``MoveReport`` (module docstring)."""
+    if mover is not None and move_every_s <= 0:
+        raise ValueError(f"simulate_durability: move_every_s must be > 0, got {move_every_s}")
     wall0 = time.perf_counter()
     placer = placer_factory()
     batch = getattr(placer, "place_many_indices", None)  # ReplicaPlacer's batch placement
@@ -164,7 +177,8 @@ def simulate_durability(
     idx = _ReplicaIndex(rep, n, config.rebuild_every)
     rate_per_step = config.repair_blocks_per_hour * config.step_s / 3600.0
     tokens = np.full(n, rate_per_step)
-    relaxed = failed = repairs = max_queue = 0
+    relaxed = failed = repairs = max_queue = moved = 0
+    next_move_s = move_every_s
     next_block = next_reimage = next_presence = 0
     n_steps = int(np.ceil(total_s / config.step_s))
     progress_every = max(1, n_steps // 12)
@@ -289,10 +303,19 @@ def simulate_durability(
             done = alive[q] >= replicas
             queued[q[done]] = False
             queue = q[~done]
+        # 4. moves of blocks at risk (HDFS-H-cobusy-mover).
+        if mover is not None and t1 >= next_move_s:
+            while next_move_s <= t1:
+                next_move_s += move_every_s
+            report = mover(t1, rep[:next_block])
+            if report.moved:
+                pos = report.moved_blocks * replicas + report.moved_columns
+                idx.log(pos, idx.flat[pos].copy())
+                moved += report.moved
         if (step + 1) % progress_every == 0:
             logger.info(
-                "%s x%d: day %.0f, %d blocks, %d lost, %d queued, %d repairs",
-                system.value, replicas, t1 / DAY_S, next_block, int(lost.sum()), queue.size, repairs,
+                "%s x%d: day %.0f, %d blocks, %d lost, %d queued, %d repairs, %d moved",
+                system.value, replicas, t1 / DAY_S, next_block, int(lost.sum()), queue.size, repairs, moved,
             )
     n_lost = int(lost.sum())
     return DurabilityResult(
@@ -307,4 +330,5 @@ def simulate_durability(
         failed_placements=failed,
         max_queue=max_queue,
         wall_s=time.perf_counter() - wall0,
+        moved_replicas=moved,
     )

@@ -169,9 +169,10 @@ MOVE_MAX_FRAC_PER_DAY = 0.05
 
 class CobusyMover:
     """The daily pass of ``core.mover`` for the availability simulation (``simulate_availability``'s
-    ``mover``): at slot ``T`` it refits the co-busy estimates on the ``history_slots`` before ``T``
-    (what the service's daily re-clustering sees then), gives them to the placer and moves the
-    replicas of the blocks at risk."""
+    ``mover``) and the durability year (``simulate_durability``'s, through :meth:`pass_at`): at
+    slot ``T`` it refits the co-busy estimates on the ``history_slots`` before ``T`` (what the
+    service's daily re-clustering sees then; the series repeats past its end), gives them to the
+    placer and moves the replicas of the blocks at risk."""
 
     def __init__(
         self,
@@ -192,6 +193,12 @@ class CobusyMover:
         self.reports: list[MoveReport] = []
 
     def __call__(self, slot: int, replicas: np.ndarray) -> int:
+        """``simulate_availability``'s ``mover``: one pass at ``slot``, the replicas moved."""
+        return self.pass_at(slot, replicas).moved
+
+    def pass_at(self, slot: int, replicas: np.ndarray) -> MoveReport:
+        """Refit on the ``history_slots`` before ``slot`` (cyclic in the series), then one
+        ``core.mover`` pass over ``replicas`` [block, k] (updated in place)."""
         start = int(slot) - self.history_slots
         window = np.take(self.cpu, np.arange(start, int(slot)) % self.cpu.shape[1], axis=1)
         s = self.dc.series
@@ -200,7 +207,7 @@ class CobusyMover:
         self.placer.set_cobusy(model)
         report = move_at_risk(self.placer, replicas, self.config, self.rng)
         self.reports.append(report)
-        return report.moved
+        return report
 
 
 def _history_window(cpu: np.ndarray, history_slots: int) -> np.ndarray:

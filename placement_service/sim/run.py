@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from placement_service.core.forecast import fit_headroom_forecast
-from placement_service.core.mover import MoveConfig
+from placement_service.core.mover import MoveConfig, MoveReport
 from placement_service.core.placement import ReplicaPlacer
 from placement_service.core.selection import SelectionConfig
 from placement_service.core.types import GridCell, Job, ReimageEvents
@@ -29,7 +29,6 @@ from placement_service.sim.policy import (
     ClassRouter,
     CobusyMover,
     HdfsSystem,
-    Placer,
     busy_hour_masks,
     cobusy_model,
     fit_classes,
@@ -100,6 +99,14 @@ def _sweep(points: Sequence[T], one: Callable[[T], Record], workers: int,
 
 
 COBUSY_SYSTEMS = frozenset({HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER})
+
+
+def _move_settings(move_config: MoveConfig | None, move_every_days: float) -> MoveConfig:
+    """HDFS-H-cobusy-mover's per-pass settings: ``move_config``, or ``MoveConfig``'s defaults with
+    ``MOVE_MAX_FRAC_PER_DAY`` spread over the passes of a day."""
+    if move_every_days <= 0:
+        raise ValueError(f"move_every_days must be > 0, got {move_every_days}")
+    return move_config if move_config is not None else MoveConfig(max_moves_frac=MOVE_MAX_FRAC_PER_DAY * move_every_days)
 
 
 def _history_slots(dc: SimDatacenter, history_days: float) -> int:
@@ -223,20 +230,21 @@ def run_durability(
     systems: Sequence[HdfsSystem] = (HdfsSystem.STOCK, HdfsSystem.H),
     workers: int = 1,
     presence: PresenceSchedule | None = None,
+    move_config: MoveConfig | None = None,
+    move_every_days: float = MOVE_EVERY_DAYS,
 ) -> list[Record]:
     """Durability: one record per (system, replicas, run), the same for any ``workers``;
-    ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``)."""
-    if HdfsSystem.H_COBUSY_MOVER in systems:
-        raise ValueError(
-            "durability: HDFS-H-cobusy-mover moves replicas by the primary tenants' CPU, which a year of "
-            "reimages does not have; its placement is HDFS-H-cobusy's: simulate that one"
-        )
+    ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``).
+    HDFS-H-cobusy-mover refits its estimates on the trailing ``history_days`` of ``dc.cpu`` (the
+    series repeated past its end) and moves replicas every ``move_every_days`` of the year
+    (``move_config`` as in :func:`run_availability`)."""
+    move_config = _move_settings(move_config, move_every_days)
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
     hist, busy_cpu = _history_slots(dc, history_days), 1.0 - 1.0 / 3.0
     grids = system_grids(dc, dc.cpu, hist, seed)
     hours = busy_hour_masks(dc, dc.cpu, hist, busy_cpu)
-    cobusy = cobusy_model(dc, dc.cpu, hist, busy_cpu) if HdfsSystem.H_COBUSY in systems else None
+    cobusy = cobusy_model(dc, dc.cpu, hist, busy_cpu) if COBUSY_SYSTEMS.intersection(systems) else None
     rates = _tenant_rates(dc)
     schedules = {run: year_of_reimages(dc, config.days, Streams(seed, run).get("reimages")) for run in range(runs)}
     points = [(run, r, system) for run in range(runs) for r in replicas for system in systems]
@@ -245,18 +253,24 @@ def run_durability(
         run, r, system = point
         streams, schedule = Streams(seed, run), schedules[run]
 
-        def factory() -> Placer:
-            return make_placer(
-                system, dc, grids[system], seed=Streams(seed, run).seed_int("placer"),
-                block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
-            )
+        placer = make_placer(
+            system, dc, grids[system], seed=streams.seed_int("placer"),
+            block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
+        )
+        mover: Callable[[float, np.ndarray], MoveReport] | None = None
+        if system is HdfsSystem.H_COBUSY_MOVER:
+            assert isinstance(placer, ReplicaPlacer)
+            daily = CobusyMover(dc, dc.cpu, placer, hist, busy_cpu, streams.fresh("moves"), move_config)
+            mover = lambda t_s, rep: daily.pass_at(hist + int(t_s // dc.series.interval_s), rep)  # noqa: E731
 
         res = simulate_durability(
-            dc, factory, system, r, schedule, config,
+            dc, lambda: placer, system, r, schedule, config,
             create_rng=streams.fresh("blocks"),
             place_rng=streams.fresh("placement"),
             repair_rng=streams.fresh("repair"),
             presence=presence,
+            mover=mover,
+            move_every_s=move_every_days * DAY_S,
         )
         rec: Record = {
             "experiment": "durability", "datacenter": dc.name, "system": system.value,
@@ -288,10 +302,7 @@ def run_availability(
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``.
     HDFS-H-cobusy-mover refits its estimates and moves replicas every ``move_every_days`` of the
     access window (``move_config``, per pass; default: ``MoveConfig``'s with ``MOVE_MAX_FRAC_PER_DAY``)."""
-    if move_every_days <= 0:
-        raise ValueError(f"move_every_days must be > 0, got {move_every_days}")
-    if move_config is None:
-        move_config = MoveConfig(max_moves_frac=MOVE_MAX_FRAC_PER_DAY * move_every_days)
+    move_config = _move_settings(move_config, move_every_days)
     hist = _history_slots(dc, config.history_days)
     rates = _tenant_rates(dc)
     per_level = {}

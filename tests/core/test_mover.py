@@ -129,3 +129,19 @@ def test_bad_inputs_are_refused() -> None:
         move_at_risk(plain, np.zeros((1, 3), dtype=np.int64), MoveConfig(), np.random.default_rng(0))
     with pytest.raises(PolicyError, match="without co-busy"):
         plain.set_cobusy(_trio_busy_model(list(placer.tenant_names)))
+
+
+def test_the_report_names_every_moved_replica_and_blocks_with_one_replica_wait_for_repair() -> None:
+    placer, tenants, _ = _grid_cluster()
+    holders = [("a0-s0", "a4-s0", "a8-s0"), ("a0-s1", "a4-s1", "a8-s1"), ("a0-s0", "a4-s0", "a8-s0")]
+    rep = _blocks(placer, holders)
+    rep[2, :2] = -1  # one replica left (re-replication's work): risky alone, but no move
+    placer.set_cobusy(_trio_busy_model(tenants))
+    before = rep.copy()
+    # The block with one replica (estimate 0.5) is neither counted at risk nor tried.
+    report = move_at_risk(placer, rep, MoveConfig(risk_max=1e-4, max_moves_frac=0.34), np.random.default_rng(0))
+    assert report.at_risk == 2 and report.tried == 2 and report.moved == 2
+    changed = np.argwhere(rep != before)
+    assert sorted(map(tuple, changed.tolist())) == sorted(zip(report.moved_blocks.tolist(),
+                                                              report.moved_columns.tolist(), strict=True))
+    assert (rep[2] == before[2]).all()

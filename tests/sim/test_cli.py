@@ -99,17 +99,25 @@ def test_bad_inputs_exit_2(traces: dict[str, Path], tmp_path: Path, capsys: pyte
         assert "--systems" in err and listed in err and not out.exists()
 
 
-def test_mover_options_and_where_the_mover_is_refused(
+def test_mover_options_in_availability_and_durability(
     traces: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    for experiment in ("availability", "durability"):
+        for bad in (["--move-every-days", "0"], ["--move-max-frac", "2"], ["--move-risk-max", "-1"]):
+            out = tmp_path / f"{experiment}{len(bad[0])}{bad[1]}"
+            assert main(["sim", experiment, *_common(traces, out), "--systems", "HDFS-H-cobusy-mover", *bad]) == 2
+            assert "HDFS-H-cobusy-mover options" in capsys.readouterr().err and not out.exists()
+    # The durability year runs the mover too (the CPU series repeats over the simulated days).
     out = tmp_path / "dur"
-    assert main(["sim", "durability", *_common(traces, out), "--systems", "HDFS-H,HDFS-H-cobusy-mover"]) == 2
-    err = capsys.readouterr().err
-    assert "HDFS-H-cobusy-mover" in err and "HDFS-H-cobusy" in err and not out.exists()
-    for bad in (["--move-every-days", "0"], ["--move-max-frac", "2"], ["--move-risk-max", "-1"]):
-        out = tmp_path / f"avail{len(bad[0])}{bad[1]}"
-        assert main(["sim", "availability", *_common(traces, out), "--systems", "HDFS-H-cobusy-mover", *bad]) == 2
-        assert "HDFS-H-cobusy-mover options" in capsys.readouterr().err and not out.exists()
+    assert main(["sim", "durability", *_common(traces, out), "--replicas", "3", "--blocks", "3000", "--days", "6",
+                 "--systems", "HDFS-H-cobusy,HDFS-H-cobusy-mover", "--move-risk-max", "0", "--move-max-frac", "1"]) == 0
+    recs = json.loads((out / "results.json").read_text())["records"]
+    assert {r["system"] for r in recs} == {"HDFS-H-cobusy", "HDFS-H-cobusy-mover"}
+    for r in recs:
+        if r["system"] == "HDFS-H-cobusy":
+            assert r["moved_replicas"] == 0
+        else:  # one replica per block and daily pass at most
+            assert 0 < r["moved_replicas"] <= 5 * 3000
     out = tmp_path / "avail"
     # Two days of accesses: the second day's pass refits on the first and finds better tenants.
     assert main(["sim", "availability", *_common(traces, out), "--levels", "0.5", "--replicas", "3", "--days", "2",

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from placement_service.core.mover import MoveConfig, MoveReport
+from placement_service.core.types import ReimageEvents
 from placement_service.sim.durability import DurabilityConfig, _ReplicaIndex, simulate_durability
 from placement_service.sim.policy import (
     HdfsSystem,
@@ -13,6 +17,7 @@ from placement_service.sim.policy import (
     placement_grid,
 )
 from placement_service.sim.reimages import ReimageSchedule
+from placement_service.sim.run import run_durability
 from tests.sim.conftest import daily_cpu, make_dc
 
 DAY_S = 86400.0
@@ -87,3 +92,64 @@ def test_repairs_limited_per_source_per_hour() -> None:
     assert slow.repairs < fast.repairs
     # two repair steps (hours 48 and 49) of at most one copy per source; 36 servers can be sources
     assert slow.repairs <= 36 * 2
+
+
+def test_reimages_find_moved_replicas_where_they_went_not_where_they_were() -> None:
+    # A scripted mover (the contract of core.mover's report) moves, on day 1, every replica held by
+    # server 0 to server 35 (another tenant). Server 0's reimage on day 1.5 must then hurt none of
+    # the moved blocks, and server 35's on day 2.5 must wipe every one of them.
+    dc = _dc()
+    grid = placement_grid(dc, {t: 0.1 * i for i, t in enumerate(dc.series.tenants)},
+                          {t: float(i % 3) for i, t in enumerate(dc.series.tenants)})
+    moves: list[np.ndarray] = []
+
+    def mover(t_s: float, rep: np.ndarray) -> MoveReport:
+        if moves:
+            return MoveReport(0, 0, 0, 0.0, 0.0, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        b, k = np.nonzero(rep == 0)
+        keep = ~(rep[b] == 35).any(axis=1)  # a block already on server 35 stays
+        b, k = b[keep], k[keep]
+        rep[b, k] = 35
+        moves.append(b)
+        return MoveReport(len(b), len(b), len(b), 0.0, 0.0, b.astype(np.int64), k.astype(np.int64))
+
+    wipes: list[tuple[float, set[int]]] = []
+    sched = ReimageSchedule(np.array([1.5 * DAY_S, 2.5 * DAY_S]), np.array([0, 35]))
+    rng = np.random.default_rng
+    res = simulate_durability(
+        dc, lambda: make_placer(HdfsSystem.H, dc, grid, seed=1, block_size_mb=256.0), HdfsSystem.H, 3, sched,
+        DurabilityConfig(days=3, blocks=3000), create_rng=rng(1), place_rng=rng(2), repair_rng=rng(3),
+        on_wipe=lambda t, blocks, servers, lost: wipes.append((t, set(blocks.tolist()))),
+        mover=mover, move_every_s=DAY_S,
+    )
+    moved = set(moves[0].tolist())
+    assert len(moved) > 30 and res.moved_replicas == len(moved) and res.lost_blocks == 0
+    (t0, first), (t1, second) = wipes
+    assert 1.5 * DAY_S <= t0 < 1.6 * DAY_S and 2.5 * DAY_S <= t1 < 2.6 * DAY_S  # step ends
+    assert not first & moved
+    assert moved <= second
+
+
+def test_the_mover_runs_in_the_durability_year_without_losing_replicas() -> None:
+    # The trio t0, t4, t8 (one per grid row and column) is idle in the one-day history and busy
+    # together from the second day on; the CPU series (3 days) repeats over the 6 simulated days.
+    # HDFS-H-cobusy put blocks on the trio alone; the mover's daily passes move one replica of each
+    # such block. No reimages: moves copy then delete, so no block ever has fewer replicas.
+    n_t, day = 18, 288
+    cpu = np.zeros((n_t, 3 * day))
+    for i in range(n_t):
+        cpu[i] = 0.1 + 0.1 * ((i % 9) // 3)
+    cpu[np.ix_([0, 4, 8], np.arange(day, 3 * day))] = 0.95
+    dc = make_dc(cpu, servers_per_tenant=3, storage_gb=4000.0)
+    dc = dataclasses.replace(dc, reimages=ReimageEvents(np.zeros(0), ()))
+    recs = {
+        (r["system"], r["run"]): r
+        for r in run_durability(dc, replicas=[3], runs=2, seed=0, config=DurabilityConfig(days=6, blocks=4000),
+                                history_days=1.0, systems=[HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER],
+                                move_config=MoveConfig(max_moves_frac=1.0))
+    }
+    for run in range(2):
+        plain, moved = recs[("HDFS-H-cobusy", run)], recs[("HDFS-H-cobusy-mover", run)]
+        assert plain["moved_replicas"] == 0 and moved["moved_replicas"] > 0
+        for r in (plain, moved):
+            assert r["lost_blocks"] == r["repairs"] == r["relaxed_placements"] == r["failed_placements"] == 0
