@@ -84,20 +84,32 @@ utilization, and no more lost blocks on average."""
 
 
 def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    rows = ["| replicas | system | lost blocks min / mean / max | lost % (mean) | runs |", "|---|---|---|---|---|"]
+    rows = ["| replicas | system | lost blocks min / mean / max | lost % (mean) | re-replications (mean) | "
+            "moved replicas (mean) | runs |", "|---|---|---|---|---|---|---|"]
     recs = doc["records"]
     by: dict[tuple[int, str], list[int]] = {}
+    traffic: dict[tuple[int, str], list[tuple[int, int]]] = {}
     for r in recs:
-        by.setdefault((int(r["replicas"]), r["system"]), []).append(int(r["lost_blocks"]))
+        key = (int(r["replicas"]), r["system"])
+        by.setdefault(key, []).append(int(r["lost_blocks"]))
+        traffic.setdefault(key, []).append((int(r.get("repairs", 0)), int(r.get("moved_replicas", 0))))
     blocks = max((int(r["blocks"]) for r in recs), default=1)
+
+    def mean_traffic(key: tuple[int, str]) -> tuple[float, float]:
+        t = traffic[key]
+        return sum(x for x, _ in t) / len(t), sum(y for _, y in t) / len(t)
+
     for (rep, system), v in sorted(by.items()):
         mean = sum(v) / len(v)
-        rows.append(f"| {rep} | {system} | {min(v)} / {mean:.1f} / {max(v)} | {100 * mean / blocks:.2e} | {len(v)} |")
+        repairs, moved = mean_traffic((rep, system))
+        rows.append(f"| {rep} | {system} | {min(v)} / {mean:.1f} / {max(v)} | {100 * mean / blocks:.2e} | "
+                    f"{repairs:,.0f} | {moved:,.0f} | {len(v)} |")
     checks = []
     for rep in sorted({k[0] for k in by}):
         st, h = by.get((rep, "HDFS-Stock")), by.get((rep, "HDFS-H"))
         if h is None:
             continue
+        h_repairs, _ = mean_traffic((rep, "HDFS-H"))
         for name in BEYOND_THE_PAPER:
             ours = by.get((rep, name))
             if ours is not None:
@@ -106,6 +118,12 @@ def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
                     f"{max(ours)} blocks (min / mean / max over {len(ours)} runs) vs HDFS-H {sum(h) / len(h):.1f} "
                     f"on average; no loss of durability: **{'yes' if sum(ours) / len(ours) <= sum(h) / len(h) else 'NO'}**"
                 )
+                repairs, moved = mean_traffic((rep, name))
+                if h_repairs > 0:
+                    checks.append(
+                        f"- traffic of {name}, {rep} replicas: {repairs / h_repairs:.2f}x HDFS-H's re-replications "
+                        f"({repairs:,.0f} vs {h_repairs:,.0f} a run), {moved:,.0f} replicas moved a run"
+                    )
         if st is None:  # the run compared the history-based placements only
             continue
         st_m, h_m = sum(st) / len(st), sum(h) / len(h)

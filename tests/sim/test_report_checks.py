@@ -66,3 +66,19 @@ def test_the_mover_is_checked_and_its_cost_stated() -> None:
     assert mover.endswith("**yes**") and cob.endswith("**NO**")
     (cost,) = [c for c in checks if c.startswith("- cost of HDFS-H-cobusy-mover")]
     assert "2,000 replicas moved a day" in cost and "(1.00% of the blocks a day)" in cost
+
+
+def test_durability_states_repair_traffic_and_moves_against_hdfs_h() -> None:
+    """A placement that keeps every block can still cost the primary tenants disk and network: the
+    section gives each system's re-replications and moves, and the ratio to HDFS-H's."""
+    doc = _durability_doc({"HDFS-H": [0, 0], "HDFS-H-cobusy": [0, 0], "HDFS-H-cobusy-mover": [0, 0]})
+    traffic = {"HDFS-H": (1000, 0), "HDFS-H-cobusy": (1100, 0), "HDFS-H-cobusy-mover": (1300, 250)}
+    for r in doc["records"]:
+        r["repairs"], r["moved_replicas"] = traffic[r["system"]]
+    rows, checks = SECTIONS["durability"](doc)
+    (mover_row,) = [r for r in rows if "| HDFS-H-cobusy-mover |" in r]
+    assert "1,300" in mover_row and "250" in mover_row
+    (cost,) = [c for c in checks if c.startswith("- traffic of HDFS-H-cobusy-mover")]
+    assert "1.30x HDFS-H's re-replications" in cost and "250 replicas moved" in cost
+    (cob,) = [c for c in checks if c.startswith("- traffic of HDFS-H-cobusy,")]
+    assert "1.10x" in cob
