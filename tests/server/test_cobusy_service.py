@@ -11,9 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 
+from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
 from tests.server.conftest import RECLUSTER_WAIT_S, ServerProc, report, start_server
 
 SLOT_S = 300
@@ -119,14 +121,28 @@ def mode_of(server: ServerProc) -> dict[str, object]:
 
 
 def place_blocks(server: ServerProc, n_blocks: int) -> list[list[str]]:
-    """Tenants of each block's replicas, written from every node in turn."""
+    """Tenants of each block's replicas, written from every node in turn; every other block through
+    gRPC ``ChooseTargets`` (what the NameNode shim calls), the others through HTTP."""
     out = []
     writers = [f"{tenant_of(r, c)}-{k}" for r in range(3) for c in range(3) for k in range(NODES_PER_TENANT)]
-    for b in range(n_blocks):
-        status, doc = server.call("POST", "/v1/blocks/place",
-                                  {"writer": writers[b % len(writers)], "replicas": 3, "block_size": 128 << 20})
-        assert status == 200 and len(doc["targets"]) == 3 and not doc["relaxed"], doc
-        out.append([t.split("-")[0] for t in doc["targets"]])
+    channel = grpc.insecure_channel(server.grpc)
+    try:
+        stub = harvest_pb2_grpc.PlacementStub(channel)
+        for b in range(n_blocks):
+            writer = writers[b % len(writers)]
+            if b % 2:
+                reply = stub.ChooseTargets(harvest_pb2.ChooseTargetsRequest(writer=writer, replicas=3,
+                                                                            block_size=128 << 20), timeout=10)
+                targets, relaxed = list(reply.targets), reply.relaxed
+            else:
+                status, doc = server.call("POST", "/v1/blocks/place",
+                                          {"writer": writer, "replicas": 3, "block_size": 128 << 20})
+                assert status == 200, doc
+                targets, relaxed = doc["targets"], doc["relaxed"]
+            assert len(targets) == 3 and not relaxed, (targets, relaxed)
+            out.append([t.split("-")[0] for t in targets])
+    finally:
+        channel.close()
     return out
 
 
