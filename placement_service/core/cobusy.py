@@ -211,7 +211,12 @@ def fit_cobusy(
 
 def aligned(model: CobusyModel, tenants: Sequence[str]) -> CobusyModel:
     """``model`` re-indexed to ``tenants``; a tenant the model does not know gets the model's mean
-    single and pair probabilities (no preference for or against it)."""
+    single and pair probabilities (no preference for or against it). A model already in that order,
+    in float64 and strictly positive is returned as is (no copy): a caller that builds many placers
+    over the same tenants aligns once and hands the result on (a copy costs ~5 ms at 650 tenants)."""
+    if (model.tenants == tuple(tenants) and len(model.tenants) > 0 and model.m1.dtype == np.float64
+            and model.m2.dtype == np.float64 and bool(model.m1.min() > 0.0) and bool(model.m2.min() > 0.0)):
+        return model
     idx = model.index()
     pos = np.array([idx.get(t, -1) for t in tenants], dtype=np.int64)
     known = pos >= 0

@@ -56,6 +56,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recluster-priority", choices=("idle", "low", "normal"),
                    help="CPU priority of the re-clustering process: idle (default; only on idle CPU, so it "
                         "never slows requests but waits while the machine is saturated), low (nice 19) or normal")
+    p.add_argument("--placement-cobusy", action=argparse.BooleanOptionalAction, default=None,
+                   help="HDFS-H-cobusy (setting placement_cobusy, default off): re-clustering also fits how "
+                        "likely each pair of tenants is to be busy in the same slot (CPU above busy_profile_cpu) "
+                        "and stores it with the class table; a block's further replicas go to the tenants least "
+                        "likely busy together with its others, every grid rule kept. Until usable estimates are "
+                        "stored, placement falls back to busy-hour profiles (placement_busy_hours) or the paper's "
+                        "HDFS-H; GET /v1/placement/quality reports the mode in force and why")
     p.add_argument("--compact-interval-s", type=float, help="seconds between log compactions")
     p.add_argument("--slot-s", type=int, help="history slot length in seconds (default 300)")
     p.add_argument("--capacity-url", help="capacity service (harvest ras serve) that lends elastic servers, "
@@ -118,7 +125,7 @@ def _serve(args: argparse.Namespace) -> int:
         "data_dir", "http_port", "grpc_port", "token_file", "host", "tls_cert_file", "tls_key_file", "rm_url",
         "rm_admin_user", "classes_file", "inventory_file", "reimages_file", "capacity_scheduler_file",
         "refresh_queues_command",
-        "recluster_interval_s", "recluster_priority", "compact_interval_s", "slot_s",
+        "recluster_interval_s", "recluster_priority", "compact_interval_s", "slot_s", "placement_cobusy",
         "dfs_hosts_file", "dfs_hosts_base_file", "refresh_nodes_command", "maintenance_enter_after_s",
         "maintenance_leave_after_s", "maintenance_max_enter_per_min", "maintenance_max_fraction",
         "maintenance_expiry_s",

@@ -86,6 +86,15 @@ class ServiceConfig:
     # busy hours do not overlap those of the block's other replicas. Off: the paper's HDFS-H.
     placement_busy_hours: bool = True
     busy_profile_cpu: float = 2.0 / 3.0
+    # Replicas of a block on the tenants least likely to be busy together (HDFS-H-cobusy in the
+    # simulator, docs/bench/cobusy.md): re-clustering also fits each tenant's busy rate and each
+    # pair's rate of being busy in the same slot (``core.cobusy``, CPU above busy_profile_cpu) and
+    # stores them with the class table; each further replica goes to the allowed tenant least likely
+    # busy with the block's tenants so far, every grid rule kept. Takes precedence over
+    # placement_busy_hours, which stays the fallback while no usable estimates are stored (before
+    # the first re-clustering with this on, or when they are damaged). Off by default until measured
+    # in production.
+    placement_cobusy: bool = False
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99
     placement_strict_min_blocks: int = 200

@@ -137,11 +137,11 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         if block and not entries:
             raise RequestError(f"no decision for block {block!r} in the decision log (sampled, bounded: "
                                f"the last {cfg.decision_log_size} kept)", "block", 404)
-        return _json({"decisions": entries, "quality": service.insight.quality_doc()})
+        return _json({"decisions": entries, "quality": service.placement_quality()})
 
     @app.get("/v1/placement/quality")
     def get_placement_quality() -> Response:
-        return _json(service.insight.quality_doc())
+        return _json(service.placement_quality())
 
     @app.get("/v1/nodes/silent")
     def get_silent_nodes() -> Response:

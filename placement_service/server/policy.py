@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from placement_service.core.cobusy import reimage_penalty
 from placement_service.core.placement import PlacementConfig, ReplicaPlacer
 from placement_service.core.selection import ClassSelector, SelectionConfig
 from placement_service.core.types import (
@@ -40,11 +41,51 @@ from placement_service.core.types import (
     Selection,
     UtilizationClass,
 )
+from placement_service.server.cobusy_store import CobusyEstimates, CobusyState
 from placement_service.server.config import ServiceConfig
 from placement_service.server.elastic import ELASTIC_CLASS
 from placement_service.server.reports import NodeReport, NotFoundError, RequestError
 
 logger = logging.getLogger(__name__)
+
+HDFS_H = "HDFS-H"  # the paper's placement: distinct grid rows, peak columns and environments
+HDFS_H_HOURS = "HDFS-H-hours"  # + replicas on tenants not busy at the same hours (placement_busy_hours)
+HDFS_H_COBUSY = "HDFS-H-cobusy"  # + replicas on the tenants least likely busy together (placement_cobusy)
+NO_GRID = "environments-only"  # no class table with a grid yet: environments and free space only
+
+
+@dataclass(frozen=True)
+class PlacementMode:
+    """The replica placement in force, the one configured, and why they differ (a fallback)."""
+
+    mode: str
+    configured: str
+    reason: str = ""
+    cobusy_estimates: Mapping[str, Any] | None = None  # what the estimates in use were fitted on
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "configured": self.configured, "fallback": self.mode != self.configured,
+                "reason": self.reason,
+                "cobusy_estimates": dict(self.cobusy_estimates) if self.cobusy_estimates is not None else None}
+
+
+def placement_mode(cfg: ServiceConfig, table: ClassTable | None, cobusy: CobusyState) -> PlacementMode:
+    """HDFS-H-cobusy when configured and usable estimates are loaded; else HDFS-H-hours when
+    configured and the table has busy-hour profiles; else HDFS-H (each fallback says why)."""
+    configured = HDFS_H_COBUSY if cfg.placement_cobusy else HDFS_H_HOURS if cfg.placement_busy_hours else HDFS_H
+    if table is None or not table.grid:
+        return PlacementMode(NO_GRID, configured, "no class table with a reimage x peak grid yet: replicas "
+                                                  "spread over environments and free space only")
+    why: list[str] = []
+    if cfg.placement_cobusy:
+        if cobusy.estimates is not None:
+            return PlacementMode(HDFS_H_COBUSY, configured, "", cobusy.estimates.describe())
+        why.append(f"no usable co-busy estimates: {cobusy.note or 'none loaded'}")
+    if cfg.placement_busy_hours:
+        if table.busy_hours:
+            return PlacementMode(HDFS_H_HOURS, configured, "; ".join(why))
+        why.append("the class table has no busy-hour profiles")
+    return PlacementMode(HDFS_H, configured, "; ".join(why))
 
 
 @dataclass(frozen=True)
@@ -118,6 +159,8 @@ class PolicyView:
         reimage_rates: Mapping[str, float],
         make_placer: Callable[[float], ReplicaPlacer | None] | None = None,
         node_env: Mapping[str, str] | None = None,
+        cobusy: CobusyState | None = None,
+        mode: PlacementMode | None = None,
     ) -> None:
         self.version = version
         self.doc = doc
@@ -138,6 +181,8 @@ class PolicyView:
         self._busy: dict[str, bool] = {}  # busy flags reported since the view was built
         self.node_env: Mapping[str, str] = node_env or {}  # placer node -> environment
         self.has_grid = table is not None and bool(table.grid)
+        self.cobusy = cobusy if cobusy is not None else CobusyState()  # carried to the next view of this table
+        self.mode = mode if mode is not None else placement_mode(cfg, table, self.cobusy)
 
     def class_of_tenant(self, tenant: str) -> str:
         return self.tenant_class.get(tenant, "")
@@ -260,11 +305,15 @@ def _set_free_mb(placer: ReplicaPlacer, node: str, free_mb: float) -> None:
 
 def _placer_for(
     nodes: Mapping[str, NodeReport], harvestable: frozenset[str] | None, table: ClassTable | None, seed: int,
-    block_size_mb: float, static: StaticInputs, busy_hours: bool = True,
+    block_size_mb: float, static: StaticInputs, busy_hours: bool = True, cobusy: CobusyEstimates | None = None,
 ) -> tuple[ReplicaPlacer | None, frozenset[str]]:
-    """The replica placer over the usable nodes; with ``busy_hours`` and a table that has busy-hour
-    profiles, replicas also avoid tenants busy at the same hours (tenants without a profile, e.g.
-    new ones, count as never busy)."""
+    """The replica placer over the usable nodes; with ``cobusy`` and a grid, each further replica
+    goes to the allowed tenant least likely busy with the block's tenants so far (HDFS-H-cobusy:
+    estimates aligned to the placer's tenants, new tenants at the population's mean; each tenant's
+    estimate times ``1 + core.cobusy.reimage_penalty`` of the static reimage rates, as the
+    simulator does); otherwise, with ``busy_hours`` and a table that has busy-hour profiles,
+    replicas avoid tenants busy at the same hours (tenants without a profile, e.g. new ones, count
+    as never busy)."""
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)
     if not usable:
         return None, frozenset()
@@ -279,9 +328,21 @@ def _placer_for(
         storage_gb=np.array([nodes[n].free_storage_gb for n in usable]),
     )
     grid = dict(table.grid) if table is not None and table.grid is not None else {}
-    hours = table.busy_hours if busy_hours and table is not None and table.busy_hours and grid else None
-    placer = ReplicaPlacer(inv, grid, config=PlacementConfig(block_size_mb=block_size_mb), seed=seed,
-                           busy_hours=hours)
+    config = PlacementConfig(block_size_mb=block_size_mb)
+    if cobusy is not None and grid:
+        # Aligned once per tenant order and kept (CobusyEstimates.aligned_to), so the placer's own
+        # alignment is free: building stays as cheap as without estimates.
+        model = cobusy.aligned_to(tuple(dict.fromkeys(inv.tenant)))
+        penalty = None
+        if static.reimage_rates:
+            servers: dict[str, int] = {}
+            for t in inv.tenant:
+                servers[t] = servers.get(t, 0) + 1
+            penalty = reimage_penalty(static.reimage_rates, grid, servers)
+        placer = ReplicaPlacer(inv, grid, config=config, seed=seed, cobusy=model, cobusy_penalty=penalty)
+    else:
+        hours = table.busy_hours if busy_hours and table is not None and table.busy_hours and grid else None
+        placer = ReplicaPlacer(inv, grid, config=config, seed=seed, busy_hours=hours)
     for n in usable:
         if nodes[n].busy:
             placer.set_busy(n, True)
@@ -330,9 +391,13 @@ def build_policy_view(
     table: ClassTable | None = None,
     selection: SelectionConfig | None = None,
     elastic_nodes: frozenset[str] = frozenset(),
+    cobusy: CobusyState | None = None,
 ) -> PolicyView:
-    """Build a view; ``table`` is ``doc`` already parsed (optional). A background caller throttles
-    the whole build (``server/throttle.py``), so request threads get the GIL back."""
+    """Build a view; ``table`` is ``doc`` already parsed (optional); ``cobusy``: the co-busy
+    estimates loaded for this table (or why there are none), used when ``placement_cobusy`` is on
+    (:func:`placement_mode`). A background caller throttles the whole build
+    (``server/throttle.py``), so request threads get the GIL back."""
+    cobusy = cobusy if cobusy is not None else CobusyState()
     static = static or StaticInputs({}, {}, {})
     selector = None
     if doc is not None:
@@ -353,20 +418,23 @@ def build_policy_view(
     if selector is None and elastic_class(nodes, elastic_nodes):
         # No class table yet, but elastic servers are lent: jobs can already go to them.
         selector = ClassSelector(elastic_class(nodes, elastic_nodes), selection)
+    mode = placement_mode(cfg, table, cobusy)
+    use_hours = mode.mode == HDFS_H_HOURS
+    estimates = cobusy.estimates if mode.mode == HDFS_H_COBUSY else None
     try:
         placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static,
-                                           cfg.placement_busy_hours)
+                                           use_hours, estimates)
     except PolicyError as exc:
         logger.error("cannot build the replica placer: %s", exc)
         placer, placer_nodes = None, frozenset()
     frozen_nodes = {n: nodes[n] for n in placer_nodes}  # the view's own copy (the caller's dict moves on)
 
     def make_placer(bucket_mb: float) -> ReplicaPlacer | None:
-        return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static, cfg.placement_busy_hours)[0]
+        return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static, use_hours, estimates)[0]
 
     node_env = {n: static.node_environment.get(n, nodes[n].tenant) for n in placer_nodes}
     return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates,
-                      make_placer=make_placer, node_env=node_env)
+                      make_placer=make_placer, node_env=node_env, cobusy=cobusy, mode=mode)
 
 
-__all__ = ["PolicyView", "JobDecision", "PlaceDecision", "block_bucket_mb", "build_policy_view", "NotFoundError", "PlacementError"]
+__all__ = ["PlacementMode", "placement_mode", "PolicyView", "JobDecision", "PlaceDecision", "block_bucket_mb", "build_policy_view", "NotFoundError", "PlacementError"]

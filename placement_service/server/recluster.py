@@ -7,11 +7,12 @@ Steps of one run:
    priority, started for this run and gone once it answered), so the heavy FFT / K-means work
    never competes with request threads for the GIL;
 2. the child reads the Parquet history of the last ``history_days`` (:func:`compute_class_table`),
-   builds each tenant's average-server series, fits ``UtilizationClustering`` and the 3x3 grid,
-   stores the ``classes.json`` document and the node -> label mapping in SQLite in one transaction
-   (the child does the serialization work, not the serving process) and returns the document with
-   its version;
-3. the worker hands both to ``on_table`` (the service swaps its policy view with one reference
+   builds each tenant's average-server series, fits ``UtilizationClustering`` and the 3x3 grid
+   (and, when asked, the busy-hour profiles and the co-busy estimates on the same series), stores
+   the ``classes.json`` document, its co-busy estimates and the node -> label mapping in SQLite in
+   one transaction (the child does the serialization work, not the serving process) and returns
+   the document with its version;
+3. the worker hands both to ``on_table`` (which loads the estimates stored under that version) (the service swaps its policy view with one reference
    assignment), which then pushes labels to the ResourceManager and writes the Capacity Scheduler
    queue config (both optional, failures logged, never fatal).
 """
@@ -55,6 +56,9 @@ class ReclusterInput:
     # Busy-hour profiles (``core.busy_hours``) for the replica placement: CPU above this is busy
     # (None: no profiles in the table).
     busy_profile_cpu: float | None = None
+    # Co-busy estimates (``core.cobusy``, HDFS-H-cobusy) for the replica placement: CPU above this
+    # is busy (None: not fitted, nothing stored).
+    cobusy_cpu: float | None = None
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -120,7 +124,7 @@ def recluster_and_store(inp: ReclusterInput) -> tuple[int, dict[str, Any], dict[
     import resource
 
     faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    doc = compute_class_table(inp)
+    doc, cobusy = compute_policy_inputs(inp)
     version = 0
     if inp.state_path is not None:
         from placement_service.server.state import StateStore
@@ -129,7 +133,7 @@ def recluster_and_store(inp: ReclusterInput) -> tuple[int, dict[str, Any], dict[
         labels = {n: tenant_class.get(t, "") for n, t in inp.node_tenant.items()}
         store = StateStore(inp.state_path)
         try:
-            version = store.save_class_table(doc, labels, instance_id=inp.instance_id or None)
+            version = store.save_class_table(doc, labels, instance_id=inp.instance_id or None, cobusy=cobusy)
         finally:
             store.close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -139,6 +143,12 @@ def recluster_and_store(inp: ReclusterInput) -> tuple[int, dict[str, Any], dict[
 
 def compute_class_table(inp: ReclusterInput) -> dict[str, Any]:
     """Cluster the stored history into a ``classes.json`` document (runs in the child process)."""
+    return compute_policy_inputs(inp)[0]
+
+
+def compute_policy_inputs(inp: ReclusterInput) -> tuple[dict[str, Any], bytes | None]:
+    """The ``classes.json`` document and, with ``inp.cobusy_cpu``, the co-busy estimates fitted on
+    the same tenant series, in their stored form (``server/cobusy_store.py``; None otherwise)."""
     import numpy as np
     import pyarrow as pa
 
@@ -178,7 +188,14 @@ def compute_class_table(inp: ReclusterInput) -> dict[str, Any]:
         from placement_service.core.busy_hours import busy_hour_profiles
 
         table = replace(table, busy_hours=busy_hour_profiles(series, inp.busy_profile_cpu))
-    return table.to_json()
+    cobusy = None
+    if inp.cobusy_cpu is not None:
+        from placement_service.core.cobusy import fit_cobusy
+        from placement_service.server.cobusy_store import encode_cobusy
+
+        estimates = fit_cobusy(series.tenants, series.cpu, series.start_s, series.interval_s, inp.cobusy_cpu)
+        cobusy = encode_cobusy(estimates, inp.cobusy_cpu, series.start_s, series.interval_s, series.cpu.shape[1])
+    return table.to_json(), cobusy
 
 
 class ReclusterWorker:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from placement_service.atomic import atomic_write_text
+from placement_service.server.cobusy_store import CobusyState, load_cobusy
 from placement_service.server.config import ServiceConfig
 from placement_service.server.elastic import ELASTIC_CLASS, CapacityLink, ElasticState
 from placement_service.server.health import Health
@@ -51,7 +52,13 @@ from placement_service.server.insight import Insight
 from placement_service.server.lockfile import lock_data_dir, unlock_data_dir
 from placement_service.server.maintenance import controller_from_config
 from placement_service.server.metrics import Metrics
-from placement_service.server.policy import PlaceDecision, PolicyView, build_policy_view, load_static_inputs
+from placement_service.server.policy import (
+    NO_GRID,
+    PlaceDecision,
+    PolicyView,
+    build_policy_view,
+    load_static_inputs,
+)
 from placement_service.server.recluster import ReclusterInput, ReclusterWorker
 from placement_service.server.reports import (
     NodeReport,
@@ -184,9 +191,11 @@ class PlacementService:
                 raise ConfigError(f"classes file {cfg.classes_file}: {exc}") from None
         self._static = load_static_inputs(cfg)
         self._selection, self._selection_source = self.insight.selection_config()
+        cobusy = self._load_cobusy(version, doc)
         self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._effective_harvestable(),
                                                      static=self._static, selection=self._selection,
-                                                     elastic_nodes=self._lent_elastic())
+                                                     elastic_nodes=self._lent_elastic(), cobusy=cobusy)
+        self._report_mode(self._policy)
         self._nodes_version = 0
         self._policy_nodes_version = 0
         self._policy_stale = False
@@ -244,8 +253,35 @@ class PlacementService:
         silent = self.silent_nodes()
         doc["silent_nodes"] = {"count": len(silent), "first": dict(sorted(silent.items(), key=lambda kv: -kv[1])[:10])}
         doc["loops"] = {"heartbeat_age_s": self.insight.heartbeats.ages(), "stalled": self.insight.heartbeats.stalled()}
-        doc["placement"] = self.insight.quality_doc()
+        doc["placement"] = self.placement_quality()
         return doc
+
+    def placement_quality(self) -> dict[str, Any]:
+        """Placement quality and strict mode (``Insight``), plus the placement mode in force
+        (``placement_mode``: HDFS-H-cobusy, HDFS-H-hours, HDFS-H; a fallback says why)."""
+        return {**self.insight.quality_doc(), "placement_mode": self._policy.mode.to_json()}
+
+    def _report_mode(self, view: PolicyView) -> None:
+        """A placement that fell back from the configured one is a (non-critical) health problem."""
+        mode = view.mode
+        self.metrics.set("harvest_placement_fallback", 1.0 if mode.mode != mode.configured else 0.0)
+        if mode.mode != mode.configured and mode.mode != NO_GRID:
+            self.health.set("placement_mode", f"replica placement {mode.mode} instead of {mode.configured}: "
+                                              f"{mode.reason}", "fallback", critical=False)
+        else:
+            self.health.clear("placement_mode")
+
+    def _load_cobusy(self, version: int, doc: Mapping[str, Any] | None) -> CobusyState:
+        """The co-busy estimates stored with class table ``version`` when ``placement_cobusy`` is on
+        (a missing or damaged row is logged and becomes the fallback's reason, never fatal)."""
+        if not self.cfg.placement_cobusy or doc is None:
+            return CobusyState()
+        if version <= 0:
+            return CobusyState(None, "the class table is not a stored re-clustering result (e.g. --classes-file): "
+                                     "no co-busy estimates until the first re-clustering")
+        raw_tenants = doc.get("tenants")
+        tenants = list(raw_tenants) if isinstance(raw_tenants, dict) else None
+        return load_cobusy(self.state, version, tenants)
 
     def _report_quarantine(self) -> None:
         n = len(self.history.quarantined)
@@ -520,7 +556,7 @@ class PlacementService:
                                "relaxed=%s short=%s%s", block_size_bytes, decision.block_mb, replicas, writer or "-",
                                ",".join(decision.targets), decision.relaxed, decision.short,
                                f" ({decision.reason})" if decision.reason else "")
-        why = {"decision": key, "replicas": detail, "strict_mode": strict, "quality": self.insight.quality_doc()}
+        why = {"decision": key, "replicas": detail, "strict_mode": strict, "quality": self.placement_quality()}
         if rules and view.placer is not None:  # explain=1 only: one pass over the candidate nodes
             with self._nodes_lock:
                 node_tenant = {n: self._nodes[n].tenant for n in view.placer_nodes if n in self._nodes}
@@ -634,9 +670,10 @@ class PlacementService:
         return view
 
     def refresh_policy(self, doc: dict[str, Any] | None = None, version: int | None = None,
-                       table: Any = None, background: bool = True) -> None:
+                       table: Any = None, background: bool = True, cobusy: CobusyState | None = None) -> None:
         """Rebuild the view when the table, the node set or the harvestable set changed; otherwise
-        only refresh the classes' current CPU (cheap, in place under the view's lock)."""
+        only refresh the classes' current CPU (cheap, in place under the view's lock). ``cobusy``:
+        the co-busy estimates of a new ``doc`` (a view of the same table keeps its own)."""
         with self._nodes_lock:
             nodes_version = self._nodes_version
             selection, selection_source = self.insight.selection_config()
@@ -671,7 +708,7 @@ class PlacementService:
                     # the next compaction tick (``update_current``), keeping the swap itself short.
                     current_window_s=None if doc is not None else self.cfg.current_window_s,
                     table=table, selection=selection,
-                    elastic_nodes=self._lent_elastic(),
+                    elastic_nodes=self._lent_elastic(), cobusy=old.cobusy if doc is None else cobusy,
                 )
             gc.freeze()
         finally:
@@ -682,6 +719,10 @@ class PlacementService:
         self._selection, self._selection_source = selection, selection_source
         self._policy_nodes_version = nodes_version
         self._policy_stale = False
+        if view.mode != old.mode:
+            logger.info("replica placement: %s (configured %s)%s", view.mode.mode, view.mode.configured,
+                        f": {view.mode.reason}" if view.mode.reason else "")
+        self._report_mode(view)
 
     # -- harvestable set -------------------------------------------------------------------------
     def set_harvestable(self, nodes: Sequence[str] | None) -> None:
@@ -761,6 +802,7 @@ class PlacementService:
             state_path=self.cfg.data_path("state.sqlite"), node_tenant={r.node: r.tenant for r in nodes},
             instance_id=self.instance_id,
             busy_profile_cpu=self.cfg.busy_profile_cpu if self.cfg.placement_busy_hours else None,
+            cobusy_cpu=self.cfg.busy_profile_cpu if self.cfg.placement_cobusy else None,
         )
 
     def adopt_class_table(self, version: int, doc: dict[str, Any]) -> None:
@@ -781,7 +823,9 @@ class PlacementService:
                     nodes = dict(self._nodes)  # copy under the lock, compute outside it
                 labels_of = {n: table.tenant_class.get(r.tenant, "") for n, r in nodes.items()}
                 version = self.state.save_class_table(doc, labels_of)
-            self.refresh_policy(doc, version, table=table)
+            # The estimates the child stored with this version (none for a table stored here).
+            cobusy = self._load_cobusy(version, doc)
+            self.refresh_policy(doc, version, table=table, cobusy=cobusy)
         self.metrics.set("harvest_class_table_version", version)
         self.metrics.set("harvest_classes", len(table.classes))
         logger.info("adopted class table v%d: %d classes, %d tenants", version, len(table.classes),

@@ -7,6 +7,9 @@ Tables:
   a crash between the SQLite commit and the segment's deletion replays harmlessly.
 - ``node_class``: node -> class id and YARN label, replaced in one transaction per re-clustering.
 - ``class_tables``: every class table the service adopted (``classes.json`` document), newest wins.
+- ``cobusy_estimates``: the co-busy estimates of the newest class table, when fitted (an ``.npz``
+  BLOB keyed by the table's version, written and pruned in the table's transaction; format and why
+  a BLOB: ``server/cobusy_store.py``).
 - ``harvestable``: the harvestable set (``meta.harvestable_mode`` = ``all`` or ``list``).
 - ``meta``: small key/values (log segment bookkeeping, last re-clustering time).
 """
@@ -47,6 +50,11 @@ CREATE TABLE IF NOT EXISTS class_tables (
     created_s REAL NOT NULL,
     doc TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS cobusy_estimates (
+    version INTEGER PRIMARY KEY,
+    created_s REAL NOT NULL,
+    data BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS harvestable (node TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS reimages (
@@ -64,6 +72,7 @@ class StateStore:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -105,8 +114,11 @@ class StateStore:
 
     # -- classes ---------------------------------------------------------------------------------
     def save_class_table(self, doc: Mapping[str, Any], node_labels: Mapping[str, str],
-                         instance_id: str | None = None) -> int:
+                         instance_id: str | None = None, cobusy: bytes | None = None) -> int:
         """Adopt a new class table and node -> class mapping atomically; returns its version.
+        ``cobusy``: the table's co-busy estimates (``cobusy_store.encode_cobusy``), stored under its
+        version in the same transaction, which also deletes every older version's estimates (at
+        most one set is kept, so they never accumulate).
 
         With ``instance_id``, refuse (:class:`StaleInstanceError`, nothing stored) unless the
         database still belongs to that service incarnation (checked inside the transaction)."""
@@ -121,9 +133,15 @@ class StateStore:
                             f"class table from service incarnation {instance_id} refused: the data directory "
                             f"now belongs to incarnation {owner or '(none)'}"
                         )
+                now = time.time()
                 cur = self._db.execute(
-                    "INSERT INTO class_tables(created_s, doc) VALUES (?, ?)", (time.time(), json.dumps(doc))
+                    "INSERT INTO class_tables(created_s, doc) VALUES (?, ?)", (now, json.dumps(doc))
                 )
+                version = int(cur.lastrowid or 0)
+                self._db.execute("DELETE FROM cobusy_estimates WHERE version < ?", (version,))
+                if cobusy is not None:
+                    self._db.execute("INSERT INTO cobusy_estimates(version, created_s, data) VALUES (?, ?, ?)",
+                                     (version, now, sqlite3.Binary(cobusy)))
                 self._db.execute("DELETE FROM node_class")
                 self._db.executemany(
                     "INSERT INTO node_class(node, class_id, label) VALUES (?, ?, ?)",
@@ -133,7 +151,13 @@ class StateStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            return int(cur.lastrowid or 0)
+            return version
+
+    def load_cobusy(self, version: int) -> bytes | None:
+        """The co-busy estimates stored with class table ``version`` (None: none stored)."""
+        with self._lock:
+            row = self._db.execute("SELECT data FROM cobusy_estimates WHERE version = ?", (version,)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def load_class_table(self) -> tuple[int, dict[str, Any] | None]:
         with self._lock:

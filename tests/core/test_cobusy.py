@@ -109,6 +109,16 @@ def test_aligned_reindexes_and_gives_unknown_tenants_the_mean() -> None:
     assert m.m2[1, 0] == pytest.approx(model.m2.mean())  # unknown tenant: no preference
 
 
+def test_aligned_returns_a_model_already_in_order_as_is() -> None:
+    model = CobusyModel(("a", "b"), np.array([0.1, 0.3]), np.array([[0.1, 0.02], [0.02, 0.3]]))
+    m = aligned(model, ["b", "a"])
+    assert aligned(m, ("b", "a")) is m  # aligned once up front: building placers copies nothing
+    zero = CobusyModel(("a", "b"), np.array([0.0, 0.3]), np.array([[0.0, 0.0], [0.0, 0.3]]))
+    assert aligned(zero, ["a", "b"]).m1[0] > 0  # not positive: still clamped (the placer divides by m1)
+    single = CobusyModel(("a", "b"), model.m1.astype(np.float32), model.m2.astype(np.float32))
+    assert aligned(single, ["a", "b"]).m2.dtype == np.float64
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     c=clusters(max_tenants=10),

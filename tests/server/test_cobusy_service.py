@@ -1,0 +1,241 @@
+"""HDFS-H-cobusy in a real ``harvest serve`` (``placement_cobusy``): re-clustering fits and stores the
+co-busy estimates, placement keeps a block's replicas off tenants busy together, a missing or
+damaged estimates row falls back (and says so) and the next re-clustering recovers, and the stored
+estimates stay bounded."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
+from tests.server.conftest import RECLUSTER_WAIT_S, ServerProc, report, start_server
+
+SLOT_S = 300
+DAYS = 3
+NODES_PER_TENANT = 3
+CORES = 8.0
+
+
+def tenant_of(r: int, c: int) -> str:
+    return f"cb{r}{c}"
+
+
+def group_of(tenant: str) -> int:
+    """Tenants (r, c) with the same ``(r + c) % 3`` are busy together: a Latin square over the 3x3
+    grid, so every row and every column holds one tenant of each group."""
+    return (int(tenant[2]) + int(tenant[3])) % 3
+
+
+def _cpu_frac(r: int, c: int, t_s: np.ndarray, start_s: int, rng: np.random.Generator) -> np.ndarray:
+    """0.2 (a little noise), and 0.85 + 0.03 c from 00:00 to 06:00 UTC on the days ``d`` with
+    ``d % 3 == group``: every group is busy at the same hours of day (so the busy-hour masks of
+    HDFS-H-hours are all the same and tell the groups nothing) but never in the same slots as
+    another group. The busy level ranks the row's tenants into the peak columns."""
+    day = (t_s - start_s) // 86400
+    hour = (t_s % 86400) // 3600
+    cpu = 0.2 + 0.02 * rng.random(len(t_s))
+    busy = (day % 3 == (r + c) % 3) & (hour < 6)
+    cpu[busy] = 0.85 + 0.03 * c
+    return cpu
+
+
+def write_static_files(tmp: Path, now_s: float) -> tuple[Path, Path]:
+    """Inventory (each tenant its own environment) and reimages: row r's servers r reimages each,
+    so the grid rows follow r (and the reimage penalty has rates to work with)."""
+    inv = tmp / "inventory.csv"
+    rows = ["server,tenant,environment,rack,cores,memory_mb,storage_gb"]
+    events = ["timestamp,server"]
+    k = 0
+    for r in range(3):
+        for c in range(3):
+            t = tenant_of(r, c)
+            for n in range(NODES_PER_TENANT):
+                node = f"{t}-{n}"
+                rows.append(f"{node},{t},{t},/rack{r},{CORES},16384,1000")
+                for _ in range(r):
+                    k += 1
+                    events.append(f"{now_s - 40 * 86400 + k * 3600:.0f},{node}")
+    inv.write_text("\n".join(rows) + "\n")
+    reimages = tmp / "reimages.csv"
+    reimages.write_text("\n".join(events) + "\n")
+    return inv, reimages
+
+
+def ingest_history(server: ServerProc, now_s: float) -> int:
+    """History from midnight UTC ``DAYS`` days ago until now, through ``POST /v1/reports``; returns
+    the start (epoch s)."""
+    start = (int(now_s) // 86400 - DAYS) * 86400
+    t_s = np.arange(start, int(now_s) - SLOT_S, SLOT_S) + 7
+    rng = np.random.default_rng(11)
+    batch: list[dict[str, object]] = []
+    for r in range(3):
+        for c in range(3):
+            t = tenant_of(r, c)
+            cpu = _cpu_frac(r, c, t_s, start, rng)
+            for n in range(NODES_PER_TENANT):
+                node = f"{t}-{n}"
+                for j, ts in enumerate(t_s.tolist()):
+                    batch.append(report(node, t, float(ts), cpu=float(cpu[j]) * CORES, seq=j + 1))
+                    if len(batch) == 5000:
+                        assert server.call("POST", "/v1/reports", {"reports": batch})[0] == 202
+                        batch = []
+    if batch:
+        assert server.call("POST", "/v1/reports", {"reports": batch})[0] == 202
+    return start
+
+
+@contextmanager
+def serving(data_dir: Path, static: tuple[Path, Path], cobusy: bool) -> Iterator[ServerProc]:
+    inv, reimages = static
+    args = ["--inventory-file", str(inv), "--reimages-file", str(reimages), "--recluster-interval-s", "0",
+            "--recluster-priority", "normal", "--compact-interval-s", "1"]
+    if cobusy:
+        args.append("--placement-cobusy")
+    server = start_server(data_dir, *args)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def recluster(server: ServerProc) -> dict[str, object]:
+    status, st = server.call("POST", "/v1/recluster?wait=1", timeout_s=RECLUSTER_WAIT_S)
+    assert status == 200 and st["failures"] == 0 and not st["running"], st
+    return st
+
+
+def mode_of(server: ServerProc) -> dict[str, object]:
+    status, doc = server.call("GET", "/v1/placement/quality")
+    assert status == 200
+    mode = doc["placement_mode"]
+    assert isinstance(mode, dict)
+    return mode
+
+
+def place_blocks(server: ServerProc, n_blocks: int) -> list[list[str]]:
+    """Tenants of each block's replicas, written from every node in turn; every other block through
+    gRPC ``ChooseTargets`` (what the NameNode shim calls), the others through HTTP."""
+    out = []
+    writers = [f"{tenant_of(r, c)}-{k}" for r in range(3) for c in range(3) for k in range(NODES_PER_TENANT)]
+    channel = grpc.insecure_channel(server.grpc)
+    try:
+        stub = harvest_pb2_grpc.PlacementStub(channel)
+        for b in range(n_blocks):
+            writer = writers[b % len(writers)]
+            if b % 2:
+                reply = stub.ChooseTargets(harvest_pb2.ChooseTargetsRequest(writer=writer, replicas=3,
+                                                                            block_size=128 << 20), timeout=10)
+                targets, relaxed = list(reply.targets), reply.relaxed
+            else:
+                status, doc = server.call("POST", "/v1/blocks/place",
+                                          {"writer": writer, "replicas": 3, "block_size": 128 << 20})
+                assert status == 200, doc
+                targets, relaxed = doc["targets"], doc["relaxed"]
+            assert len(targets) == 3 and not relaxed, (targets, relaxed)
+            out.append([t.split("-")[0] for t in targets])
+    finally:
+        channel.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def static_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write_static_files(tmp_path_factory.mktemp("cobusy-static"), time.time())
+
+
+@pytest.mark.parametrize("cobusy", [True, False])
+def test_replicas_stay_off_tenants_busy_together(tmp_path: Path, static_files: tuple[Path, Path],
+                                                 cobusy: bool) -> None:
+    # Through every cell of the grid run two (row, column)-diverse placements: one with a tenant of
+    # each group, one with three tenants of the writer's group, busy in the same slots. Busy-hour
+    # masks cannot tell them apart (every group is busy at 00-06); the co-busy estimates can.
+    with serving(tmp_path / "data", static_files, cobusy) as server:
+        ingest_history(server, time.time())
+        st = recluster(server)
+        _, classes = server.call("GET", "/v1/classes")
+        grid = classes["grid"]
+        assert len(grid) == 9
+        for axis in ("reimage_row", "peak_column"):  # the Latin square the test relies on
+            for k in range(3):
+                assert sorted(group_of(t) for t, cell in grid.items() if cell[axis] == k) == [0, 1, 2], grid
+        mode = mode_of(server)
+        if cobusy:
+            assert mode["mode"] == mode["configured"] == "HDFS-H-cobusy" and not mode["fallback"], mode
+            est = mode["cobusy_estimates"]
+            assert isinstance(est, dict) and est["version"] == st["class_table_version"] and est["tenants"] == 9
+        else:
+            assert mode["mode"] == mode["configured"] == "HDFS-H-hours" and mode["cobusy_estimates"] is None, mode
+        blocks = place_blocks(server, 270)
+    together = sum(1 for tenants in blocks if len({group_of(t) for t in tenants}) < 3)
+    if cobusy:
+        assert together == 0, [b for b in blocks if len({group_of(t) for t in b}) < 3][:5]
+    else:
+        assert together > 0  # by the grid alone, about half of the blocks
+
+
+def _state(data_dir: Path) -> sqlite3.Connection:
+    return sqlite3.connect(data_dir / "state.sqlite", isolation_level=None)
+
+
+def test_damaged_or_missing_estimates_fall_back_and_the_next_reclustering_recovers(
+    tmp_path: Path, static_files: tuple[Path, Path]
+) -> None:
+    data = tmp_path / "data"
+    with serving(data, static_files, cobusy=True) as server:
+        ingest_history(server, time.time())
+        version = recluster(server)["class_table_version"]
+        assert mode_of(server)["mode"] == "HDFS-H-cobusy"
+    # 1. damaged: bytes flipped in the middle of the stored archive (the zip's CRC catches them)
+    db = _state(data)
+    (blob,) = db.execute("SELECT data FROM cobusy_estimates WHERE version = ?", (version,)).fetchone()
+    mid = len(blob) // 2
+    bad = blob[:mid] + bytes(b ^ 0xFF for b in blob[mid:mid + 64]) + blob[mid + 64:]
+    db.execute("UPDATE cobusy_estimates SET data = ? WHERE version = ?", (bad, version))
+    db.close()
+    with serving(data, static_files, cobusy=True) as server:
+        mode = mode_of(server)
+        assert mode["mode"] == "HDFS-H-hours" and mode["configured"] == "HDFS-H-cobusy" and mode["fallback"], mode
+        reason = str(mode["reason"])
+        assert str(data / "state.sqlite") in reason and f"class table v{version}" in reason, reason
+        assert "not a readable .npz archive" in reason, reason
+        status, health = server.call("GET", "/healthz")
+        assert status == 200 and health["status"] == "degraded", health  # not critical: still placing
+        assert "HDFS-H-hours instead of HDFS-H-cobusy" in health["problems"]["placement_mode"]["reason"], health
+        assert len(place_blocks(server, 9)) == 9  # still placing (busy-hour masks)
+    # 2. missing: the row deleted
+    db = _state(data)
+    db.execute("DELETE FROM cobusy_estimates")
+    db.close()
+    with serving(data, static_files, cobusy=True) as server:
+        mode = mode_of(server)
+        assert mode["mode"] == "HDFS-H-hours" and mode["fallback"], mode
+        assert "no co-busy estimates stored" in str(mode["reason"]), mode
+        assert len(place_blocks(server, 9)) == 9
+        # 3. the next re-clustering stores new estimates and the view takes them
+        new_version = recluster(server)["class_table_version"]
+        assert isinstance(new_version, int) and isinstance(version, int) and new_version > version
+        mode = mode_of(server)
+        assert mode["mode"] == "HDFS-H-cobusy" and not mode["fallback"] and mode["reason"] == "", mode
+        _, health = server.call("GET", "/healthz")
+        assert "placement_mode" not in health["problems"], health
+
+
+def test_stored_estimates_stay_bounded_across_reclusterings(tmp_path: Path, static_files: tuple[Path, Path]) -> None:
+    data = tmp_path / "data"
+    with serving(data, static_files, cobusy=True) as server:
+        ingest_history(server, time.time())
+        for _ in range(4):
+            version = recluster(server)["class_table_version"]
+            db = _state(data)
+            rows = db.execute("SELECT version FROM cobusy_estimates").fetchall()
+            db.close()
+            assert rows == [(version,)]  # only the newest table's estimates are kept
+            assert mode_of(server)["cobusy_estimates"]["version"] == version  # type: ignore[index]

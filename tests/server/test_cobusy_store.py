@@ -1,0 +1,180 @@
+"""Stored co-busy estimates (``server/cobusy_store.py``): fitted by the re-clustering on the real
+history, their contract checked with errors naming where they are stored, at most one set kept in
+the state, aligned once for all the placers of a table, and the ``placement_cobusy`` setting."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from placement_service.core.cobusy import CobusyModel
+from placement_service.server.cobusy_store import CobusyState, decode_cobusy, encode_cobusy, load_cobusy
+from placement_service.server.config import build_config
+from placement_service.server.policy import build_policy_view
+from placement_service.server.recluster import ReclusterInput, compute_policy_inputs
+from placement_service.server.state import StateStore
+from tests.server.test_busy_hours import DAYS, SLOT_S, _cpu, _nodes, _write_history
+
+
+def _fit(tmp_path: Path, cobusy_cpu: float | None) -> tuple[dict[str, Any], bytes | None]:
+    """The re-clustering child's work over three days of history (tenants t0-t5 busy every night,
+    t6-t8 every afternoon)."""
+    start = (int(time.time()) // 86400 - DAYS) * 86400
+    names = _write_history(tmp_path / "history", _cpu(9, start), start)
+    return compute_policy_inputs(ReclusterInput(
+        history_dir=tmp_path / "history", slot_s=SLOT_S, since_s=start, until_s=start + DAYS * 86400.0,
+        servers_per_tenant={t: 3 for t in names}, cores_per_tenant={t: 48.0 for t in names},
+        storage_gb_per_tenant={t: 3000.0 for t in names},
+        reimage_rate_per_tenant={t: float(i % 3) for i, t in enumerate(names)}, busy_profile_cpu=2.0 / 3.0,
+        cobusy_cpu=cobusy_cpu,
+    ))
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], bytes]:
+    doc, blob = _fit(tmp_path_factory.mktemp("cobusy-fit"), 2.0 / 3.0)
+    assert blob is not None
+    return doc, blob
+
+
+def test_reclustering_fits_the_estimates_on_the_tables_tenants(fitted: tuple[dict[str, Any], bytes],
+                                                                tmp_path: Path) -> None:
+    doc, blob = fitted
+    stored = decode_cobusy(blob, "test", doc["tenants"])
+    m = stored.model
+    assert sorted(m.tenants) == sorted(doc["tenants"]) and stored.busy_cpu == pytest.approx(2.0 / 3.0)
+    assert stored.interval_s == SLOT_S and stored.slots == DAYS * 86400 // SLOT_S
+    i = m.index()
+    # night tenants are busy in the same slots; a night and an afternoon tenant never are
+    assert m.m2[i["t0"], i["t1"]] > 5 * m.m2[i["t0"], i["t6"]]
+    assert np.allclose(m.m2, m.m2.T) and m.m1.dtype == np.float64
+    assert len(blob) < 9 * 9 * 4 + 4096  # float32, no JSON
+    assert _fit(tmp_path, None)[1] is None  # setting off: nothing fitted, nothing stored
+
+
+def _archive(**over: Any) -> bytes:
+    """A valid archive for tenants a, b, c with some arrays replaced (``None``: left out)."""
+    arrays: dict[str, Any] = {
+        "format": np.int64(1), "tenants": np.array(["a", "b", "c"]), "m1": np.array([0.1, 0.2, 0.3], np.float32),
+        "m2": np.array([[0.1, 0.01, 0.02], [0.01, 0.2, 0.03], [0.02, 0.03, 0.3]], np.float32),
+        "busy_cpu": np.float64(2 / 3), "start_s": np.float64(0), "interval_s": np.float64(300), "slots": np.int64(12),
+    }
+    arrays.update(over)
+    buf = io.BytesIO()
+    np.savez(buf, **{k: v for k, v in arrays.items() if v is not None})
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("data, expected", [
+    (_archive(m2=np.full((3, 2), 0.1, np.float32)), "m2: shape (3, 2), expected (3, 3) for 3 tenants"),
+    (_archive(m1=np.array([0.1, 0.2], np.float32)), "m1: shape (2,), expected (3,) for 3 tenants"),
+    (_archive(m1=np.array([0.1, np.nan, 0.3], np.float32)), "m1[1]: not finite (nan)"),
+    (_archive(m2=np.array([[0.1, 0.01, 0.02], [0.01, np.inf, 0.03], [0.02, 0.03, 0.3]])), "m2[1, 1]: not finite"),
+    (_archive(m1=np.array([0.1, 1.5, 0.3], np.float32)), "m1: probabilities must be in [0, 1]"),
+    (_archive(m2=np.array([[0.1, 0.5, 0.02], [0.01, 0.2, 0.03], [0.02, 0.03, 0.3]], np.float32)),
+     "m2: must be symmetric"),
+    (_archive(tenants=np.array(["a", "b", "x"])), "tenants do not match the class table's: 1 unknown to it"),
+    (_archive(tenants=np.array(["a", "a", "b"])), "tenants: names must be non-empty and distinct"),
+    (_archive(m2=None), "missing array(s) m2"),
+    (_archive(format=np.int64(7)), "format: expected 1"),
+    (b"PK\x03\x04 not really a zip", "not a readable .npz archive"),
+    (b"", "not a readable .npz archive"),
+])
+def test_stored_estimates_that_break_the_contract_are_named(tmp_path: Path, data: bytes, expected: str) -> None:
+    store = StateStore(tmp_path / "state.sqlite")
+    try:
+        doc = {"classes": [], "tenants": {t: {} for t in "abc"}}
+        version = store.save_class_table(doc, {}, cobusy=data)
+        state = load_cobusy(store, version, ["a", "b", "c"])  # logged, never raised
+    finally:
+        store.close()
+    assert state.estimates is None
+    assert state.note.startswith(f"{tmp_path / 'state.sqlite'} (table cobusy_estimates, class table v{version}): ")
+    assert expected in state.note, state.note
+
+
+def test_a_valid_archive_loads(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state.sqlite")
+    try:
+        version = store.save_class_table({"classes": [], "tenants": {}}, {}, cobusy=_archive())
+        state = load_cobusy(store, version, ["a", "b", "c"])
+        missing = load_cobusy(store, version + 1, None)
+    finally:
+        store.close()
+    assert state.estimates is not None and state.estimates.stored.model.tenants == ("a", "b", "c")
+    assert missing.estimates is None and "no co-busy estimates stored" in missing.note
+
+
+def test_the_state_keeps_only_the_newest_tables_estimates(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    store = StateStore(path)
+    blob_bytes = 2 << 20  # ~650 tenants in float32 (1.7 MB)
+    rng = np.random.default_rng(0)
+    sizes = []
+    try:
+        for k in range(8):
+            blob = rng.bytes(blob_bytes)
+            version = store.save_class_table({"classes": [], "tenants": {}}, {}, cobusy=blob)
+            assert store.load_cobusy(version) == blob and store.load_cobusy(version - 1) is None
+            sizes.append(sum(os.path.getsize(p) for p in (path, path.with_name(path.name + "-wal")) if p.exists()))
+            assert k > 0 or version == 1
+        # a table without estimates (setting turned off) drops the older ones too
+        version = store.save_class_table({"classes": [], "tenants": {}}, {})
+        assert store.load_cobusy(version) is None and store.load_cobusy(version - 1) is None
+    finally:
+        store.close()
+    # freed pages are reused: the database and its log stop growing after the first tables
+    assert max(sizes) < 4 * blob_bytes, sizes
+    assert sizes[-1] <= max(sizes[:3]) * 1.05, sizes
+
+
+def test_placers_of_one_table_share_one_alignment(fitted: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
+    doc, blob = fitted
+    store = StateStore(tmp_path / "state.sqlite")
+    try:
+        version = store.save_class_table(doc, {}, cobusy=blob)
+        state = load_cobusy(store, version, doc["tenants"])
+    finally:
+        store.close()
+    cfg = build_config(None, {}, {"placement_cobusy": True})
+    nodes = _nodes(time.time())
+    views = [build_policy_view(cfg, version, doc, nodes, None, cobusy=state) for _ in range(2)]
+    first = views[0].placer
+    assert first is not None and first.cobusy is not None and views[0].mode.mode == "HDFS-H-cobusy"
+    assert views[1].placer is not None and views[1].placer.cobusy is first.cobusy  # aligned once, no copy
+    views[0].place("t0-0", 3, (), 1 << 30)  # another block-size bucket: a new placer, same estimates
+    assert all(p.cobusy is first.cobusy for p in views[0]._placers.values()) and len(views[0]._placers) == 2
+    # the setting off, or no estimates: busy-hour masks, and the mode says why
+    off = build_policy_view(build_config(None, {}, {}), version, doc, nodes, None, cobusy=state)
+    assert off.placer is not None and off.placer.cobusy is None and off.mode.mode == "HDFS-H-hours"
+    none = build_policy_view(cfg, version, doc, nodes, None, cobusy=CobusyState(None, "why not"))
+    assert none.mode.to_json() == {"mode": "HDFS-H-hours", "configured": "HDFS-H-cobusy", "fallback": True,
+                                   "reason": "no usable co-busy estimates: why not", "cobusy_estimates": None}
+    assert none.placer is not None and none.placer.cobusy is None and none.placer.uses_busy_hours
+    hdfs_h = build_policy_view(build_config(None, {}, {"placement_cobusy": True, "placement_busy_hours": False}),
+                               version, doc, nodes, None, cobusy=CobusyState(None, "why not"))
+    assert hdfs_h.mode.mode == "HDFS-H" and hdfs_h.placer is not None and not hdfs_h.placer.uses_busy_hours
+
+
+def test_placement_cobusy_setting_from_env_and_flag_and_help() -> None:
+    assert build_config(None, {}, {}).placement_cobusy is False
+    assert build_config(None, {"HARVEST_PLACEMENT_COBUSY": "on"}, {}).placement_cobusy is True
+    assert build_config(None, {"HARVEST_PLACEMENT_COBUSY": "on"}, {"placement_cobusy": False}).placement_cobusy is False
+    out = subprocess.run([sys.executable, "-m", "placement_service.cli", "serve", "--help"], capture_output=True,
+                         text=True, check=True, env={**os.environ, "COLUMNS": "200"}).stdout
+    assert "--placement-cobusy" in out and "HDFS-H-cobusy" in out and "/v1/placement/quality" in out
+
+
+def test_decode_keeps_the_stored_order_and_widens_to_float64() -> None:
+    model = CobusyModel(("b", "a"), np.array([0.2, 0.1]), np.array([[0.2, 0.05], [0.05, 0.1]]))
+    stored = decode_cobusy(encode_cobusy(model, 0.5, 0.0, 300.0, 2), "test", None)
+    assert stored.model.tenants == ("b", "a") and stored.model.m2.dtype == np.float64
+    assert np.allclose(stored.model.m2, model.m2, rtol=1e-6)
