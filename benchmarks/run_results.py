@@ -147,9 +147,15 @@ choice, why availability misses 0 on the real traces, durability causes, the age
 servers), kept in `benchmarks/results_discussion.md`.
 The model, its parameters and the choices we made are in [simulator.md](simulator.md); timings in
 [bench/sim.md](bench/sim.md). Each check below is computed from the results: **yes** means the paper's claim reproduces here, **NO** means it does not (see the discussion at the end).
-Checks marked *beyond the paper* compare our YARN-H-forecast (class selection plus a per-tenant
-headroom forecast) with the paper's YARN-H; *experimental* lines show HDFS-H-risk, a grid variant
-that is off by default.
+Checks marked *beyond the paper* compare ours with the paper's: YARN-H-forecast (class selection
+plus a per-tenant headroom forecast) with YARN-H, and HDFS-H-hours, HDFS-H-cobusy and
+HDFS-H-cobusy-mover (replicas on tenants not busy at the same hours / least likely busy together /
+plus daily moves of blocks at risk) with HDFS-H, which stays the paper's; *experimental* lines show
+HDFS-H-risk, a grid variant that is off by default. The co-busy placements have their own
+experiments (`*-availability-cobusy`, `*-durability-cobusy`), with HDFS-H and HDFS-Stock beside
+them: every system draws its own named random streams, so their HDFS-H and HDFS-Stock records equal
+those of the same runs in the other sections. An experiment whose results exist is not run again:
+each section's "Run:" line says when and from which commit it came.
 Generated datacenters come from `traces.generate.generate_datacenter(5000, seed=1)` (untuned);
 real ones group the public Azure / PlanetLab VMs into tenants (`traces.real`, one tenant per VM,
 servers per VM so the datacenter has ~5,000 servers; reimages from the generator's model because no
