@@ -54,9 +54,9 @@ def main() -> None:
 
     from placement_service.sim.datacenter import from_generated
     from placement_service.sim.durability import DurabilityConfig, simulate_durability
-    from placement_service.sim.policy import HdfsSystem, Placer, busy_hour_masks, make_placer
+    from placement_service.sim.policy import HdfsSystem, Placer, busy_hour_masks, cobusy_model, make_placer
     from placement_service.sim.real import real_sim_datacenter
-    from placement_service.sim.run import system_grids, year_of_reimages
+    from placement_service.sim.run import COBUSY_SYSTEMS, _tenant_rates, system_grids, year_of_reimages
     from placement_service.sim.streams import Streams
     from placement_service.traces.config import GeneratorConfig
     from placement_service.traces.generate import generate_datacenter
@@ -83,6 +83,11 @@ def main() -> None:
     hist = int(args.history_days * 86400 / dc.series.interval_s)
     grids = system_grids(dc, dc.cpu, hist, args.seed)
     hours = busy_hour_masks(dc, dc.cpu, hist, 2.0 / 3.0)
+    systems = [HdfsSystem(x) for x in args.systems.split(",")]
+    if HdfsSystem.H_COBUSY_MOVER in systems:
+        raise SystemExit("--systems: HDFS-H-cobusy-mover's moves are not traced here (use harvest sim durability)")
+    cobusy = cobusy_model(dc, dc.cpu, hist, 2.0 / 3.0) if COBUSY_SYSTEMS.intersection(systems) else None
+    rates = _tenant_rates(dc)  # the co-busy placements' reimage term, as run_durability
     inv = dc.inventory
     tenant_of = inv.tenant
     env_of = inv.environment
@@ -117,7 +122,8 @@ def main() -> None:
             placer_seed = streams.seed_int("placer")  # as run_durability
 
             def factory(system: HdfsSystem = system, grid: dict = grid, placer_seed: int = placer_seed) -> Placer:  # type: ignore[type-arg]
-                return make_placer(system, dc, grid, seed=placer_seed, block_size_mb=256.0, busy_hours=hours)
+                return make_placer(system, dc, grid, seed=placer_seed, block_size_mb=256.0, busy_hours=hours,
+                                   cobusy=cobusy, reimage_rate=rates)
 
             res = simulate_durability(
                 dc,
