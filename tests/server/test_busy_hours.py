@@ -59,15 +59,22 @@ def _write_history(root: Path, cpu: np.ndarray, start: int) -> list[str]:
     return names
 
 
-def _recluster(tmp_path: Path, busy_profile_cpu: float | None) -> dict[str, object]:
+def recluster_input(tmp_path: Path, busy_profile_cpu: float | None, cobusy_cpu: float | None = None) -> ReclusterInput:
+    """The re-clustering child's input over three days of history written under ``tmp_path``
+    (tenants t0-t5 busy every night, t6-t8 every afternoon)."""
     start = (int(time.time()) // 86400 - DAYS) * 86400
     names = _write_history(tmp_path / "history", _cpu(9, start), start)
-    return compute_class_table(ReclusterInput(
+    return ReclusterInput(
         history_dir=tmp_path / "history", slot_s=SLOT_S, since_s=start, until_s=start + DAYS * 86400.0,
         servers_per_tenant={t: 3 for t in names}, cores_per_tenant={t: 48.0 for t in names},
         storage_gb_per_tenant={t: 3000.0 for t in names},
         reimage_rate_per_tenant={t: float(i % 3) for i, t in enumerate(names)}, busy_profile_cpu=busy_profile_cpu,
-    ))
+        cobusy_cpu=cobusy_cpu,
+    )
+
+
+def _recluster(tmp_path: Path, busy_profile_cpu: float | None) -> dict[str, object]:
+    return compute_class_table(recluster_input(tmp_path, busy_profile_cpu))
 
 
 def test_reclustering_stores_each_tenants_busy_hours(tmp_path: Path) -> None:

@@ -19,23 +19,15 @@ from placement_service.core.cobusy import CobusyModel
 from placement_service.server.cobusy_store import CobusyState, decode_cobusy, encode_cobusy, load_cobusy
 from placement_service.server.config import build_config
 from placement_service.server.policy import build_policy_view
-from placement_service.server.recluster import ReclusterInput, compute_policy_inputs
+from placement_service.server.recluster import compute_policy_inputs
 from placement_service.server.state import StateStore
-from tests.server.test_busy_hours import DAYS, SLOT_S, _cpu, _nodes, _write_history
+from tests.server.test_busy_hours import DAYS, SLOT_S, _nodes, recluster_input
 
 
 def _fit(tmp_path: Path, cobusy_cpu: float | None) -> tuple[dict[str, Any], bytes | None]:
     """The re-clustering child's work over three days of history (tenants t0-t5 busy every night,
     t6-t8 every afternoon)."""
-    start = (int(time.time()) // 86400 - DAYS) * 86400
-    names = _write_history(tmp_path / "history", _cpu(9, start), start)
-    return compute_policy_inputs(ReclusterInput(
-        history_dir=tmp_path / "history", slot_s=SLOT_S, since_s=start, until_s=start + DAYS * 86400.0,
-        servers_per_tenant={t: 3 for t in names}, cores_per_tenant={t: 48.0 for t in names},
-        storage_gb_per_tenant={t: 3000.0 for t in names},
-        reimage_rate_per_tenant={t: float(i % 3) for i, t in enumerate(names)}, busy_profile_cpu=2.0 / 3.0,
-        cobusy_cpu=cobusy_cpu,
-    ))
+    return compute_policy_inputs(recluster_input(tmp_path, 2.0 / 3.0, cobusy_cpu))
 
 
 @pytest.fixture(scope="module")
