@@ -12,8 +12,8 @@ Steps of one run:
    the ``classes.json`` document, its co-busy estimates and the node -> label mapping in SQLite in
    one transaction (the child does the serialization work, not the serving process) and returns
    the document with its version;
-3. the worker hands both to ``on_table`` (which loads the estimates stored under that version) (the service swaps its policy view with one reference
-   assignment), which then pushes labels to the ResourceManager and writes the Capacity Scheduler
+3. the worker hands both to ``on_table`` (the service loads the estimates stored under that version
+   and swaps its policy view with one reference assignment), which then pushes labels to the ResourceManager and writes the Capacity Scheduler
    queue config (both optional, failures logged, never fatal).
 """
 

@@ -22,7 +22,7 @@ from placement_service import HarvestError
 from placement_service.core.mover import MoveConfig
 from placement_service.core.types import PolicyError
 from placement_service.sim.agent_nodes import AgentSettings
-from placement_service.sim.policy import MOVE_EVERY_DAYS, MOVE_MAX_FRAC_PER_DAY
+from placement_service.sim.policy import MOVE_EVERY_DAYS, MOVE_MAX_FRAC_PER_DAY, mover_config
 from placement_service.validate import finite_float, output_file
 
 logger = logging.getLogger(__name__)
@@ -335,9 +335,7 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
 def _move_config(args: argparse.Namespace) -> MoveConfig:
     """The mover's per-pass settings from its options (checked before any input is read)."""
     try:
-        if args.move_every_days <= 0:
-            raise ValueError("--move-every-days must be > 0")
-        return MoveConfig(risk_max=args.move_risk_max, max_moves_frac=args.move_max_frac * args.move_every_days)
+        return mover_config(args.move_every_days, args.move_risk_max, args.move_max_frac)
     except (ValueError, PolicyError) as exc:
         raise SimUsageError(f"HDFS-H-cobusy-mover options: {exc}") from None
 

@@ -167,6 +167,16 @@ MOVE_MAX_FRAC_PER_DAY = 0.05
 """HDFS-H-cobusy-mover: at most 5% of the blocks move per day (2% left single failures on Azure at 41%, docs/bench/cobusy.md)."""
 
 
+def mover_config(
+    every_days: float, risk_max: float = MoveConfig.risk_max, max_frac_per_day: float = MOVE_MAX_FRAC_PER_DAY
+) -> MoveConfig:
+    """HDFS-H-cobusy-mover's per-pass settings for a pass every ``every_days``: the day's budget
+    (``max_frac_per_day`` of the blocks) spread over the passes of a day."""
+    if every_days <= 0:
+        raise ValueError(f"--move-every-days must be > 0, got {every_days:g}")
+    return MoveConfig(risk_max=risk_max, max_moves_frac=max_frac_per_day * every_days)
+
+
 class CobusyMover:
     """The daily pass of ``core.mover`` for the availability simulation (``simulate_availability``'s
     ``mover``) and the durability year (``simulate_durability``'s, through :meth:`pass_at`): at

@@ -25,7 +25,6 @@ from placement_service.sim.datacenter import Scaling, SimDatacenter, scale_cpu
 from placement_service.sim.durability import DurabilityConfig, PresenceSchedule, simulate_durability
 from placement_service.sim.policy import (
     MOVE_EVERY_DAYS,
-    MOVE_MAX_FRAC_PER_DAY,
     ClassRouter,
     CobusyMover,
     HdfsSystem,
@@ -34,6 +33,7 @@ from placement_service.sim.policy import (
     fit_classes,
     history_series,
     make_placer,
+    mover_config,
     placement_grid,
 )
 from placement_service.sim.reimages import ReimageSchedule, extend_reimages
@@ -104,9 +104,8 @@ COBUSY_SYSTEMS = frozenset({HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER})
 def _move_settings(move_config: MoveConfig | None, move_every_days: float) -> MoveConfig:
     """HDFS-H-cobusy-mover's per-pass settings: ``move_config``, or ``MoveConfig``'s defaults with
     ``MOVE_MAX_FRAC_PER_DAY`` spread over the passes of a day."""
-    if move_every_days <= 0:
-        raise ValueError(f"move_every_days must be > 0, got {move_every_days}")
-    return move_config if move_config is not None else MoveConfig(max_moves_frac=MOVE_MAX_FRAC_PER_DAY * move_every_days)
+    default = mover_config(move_every_days)  # also checks move_every_days
+    return move_config if move_config is not None else default
 
 
 def _history_slots(dc: SimDatacenter, history_days: float) -> int:
