@@ -85,6 +85,12 @@ _TRIES = 4
 COBUSY_REL_TOL = 0.1
 """With co-busy estimates: tenants within this relative distance of the lowest estimate are
 equally good (the block goes to one of them uniformly), so blocks spread over near-equal tenants."""
+COBUSY_RISK_TARGET = 1e-6
+"""With co-busy estimates: a tenant whose estimate (with the block's tenants so far) is at most this
+is good enough, as good as the lowest: the replica goes to one of them uniformly, as HDFS-H would.
+1e-6 is the mover's ``MoveConfig.risk_max`` (a block placed under it is one the mover leaves alone).
+Without it (0) the quietest few tenants took half of all replicas and a 4M-block year lost 518
+blocks to re-replication backlogs on them (docs/bench/cobusy.md, 2026-11-27)."""
 
 
 _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (
@@ -122,8 +128,11 @@ class ReplicaPlacer(PlacerBase):
         cobusy: CobusyModel | None = None,
         cobusy_rel_tol: float = COBUSY_REL_TOL,
         cobusy_penalty: Mapping[str, float] | None = None,
+        cobusy_risk_target: float = COBUSY_RISK_TARGET,
     ) -> None:
         super().__init__(inventory, config, seed)
+        if not (0.0 <= cobusy_risk_target < 1.0):  # also refuses NaN
+            raise PolicyError(f"ReplicaPlacer: cobusy_risk_target must be in [0, 1), got {cobusy_risk_target}")
         if busy_hours is not None and cobusy is not None:
             raise PolicyError("ReplicaPlacer: give busy_hours or cobusy, not both")
         names: dict[str, int] = {}
@@ -184,6 +193,7 @@ class ReplicaPlacer(PlacerBase):
         # block's tenants so far are busy at once (see ``_pick_by_cobusy``).
         self._cobusy: CobusyModel | None = aligned(cobusy, tenants) if cobusy is not None else None
         self._cobusy_rel_tol = float(cobusy_rel_tol)
+        self._cobusy_target = float(cobusy_risk_target)
         # Optional per-tenant penalty: the estimate times (1 + penalty), e.g. ``core.cobusy.reimage_penalty``.
         self._cobusy_factor: np.ndarray | None = None
         if cobusy_penalty is not None:
@@ -507,12 +517,16 @@ class ReplicaPlacer(PlacerBase):
     ) -> int | None:
         """A usable server of the allowed tenant, over the given cells (each with its environment
         rule), with the lowest estimated probability that it and the block's tenants so far are all
-        busy at once; uniform among the allowed tenants within ``cobusy_rel_tol`` of that lowest.
+        busy at once; uniform among the allowed tenants within ``cobusy_rel_tol`` of that lowest,
+        or at most ``cobusy_risk_target`` (good enough: replicas spread instead of piling onto the
+        quietest few tenants).
 
-        Steps: 1. score every usable tenant of the cells at once (``CobusyModel.scores``); 2. walk
-        them from the lowest score, skipping a tenant whose environment is ruled out or whose usable
-        servers all hold this block, until the scores pass ``(1 + rel_tol) * `` the first allowed
-        one's; 3. a random one of those, a random usable server of it.
+        Steps: 1. score every usable tenant of the cells at once (``CobusyModel.scores``); 2. when
+        some score at most the risk target, draw among those (a few draws, each checked against the
+        rules: uniform over the allowed ones); 3. otherwise (or when the draws all miss) walk them
+        from the lowest score, skipping a tenant whose environment is ruled out or whose usable
+        servers all hold this block, until the scores pass the larger of ``(1 + rel_tol) * `` the
+        first allowed one's and the risk target; 4. a random one of those, a random usable server of it.
         """
         assert self._cobusy is not None
         lists = [self._cell_pool[c].items[: self._cell_pool[c].n] for c, _ in cells]
@@ -525,24 +539,34 @@ class ReplicaPlacer(PlacerBase):
         if self._cobusy_factor is not None:
             scores = scores * self._cobusy_factor[arr]
         envs, tenv, taken, pools = st.envs, self._tenant_env, st.taken, self._tenant_pool
+
+        def allowed(j: int) -> bool:
+            e = tenv[int(arr[j])]
+            if keep_env and e in envs:
+                return False
+            env_ok = cells[which[j]][1]
+            if env_ok is not None and not env_ok(e):
+                return False
+            pool = pools[int(arr[j])]
+            return not all(pool.items[k] in taken for k in range(pool.n))
+
+        target = self._cobusy_target
+        if target > 0.0:
+            safe = np.flatnonzero(scores <= target)
+            for _ in range(_TRIES if safe.size else 0):
+                j = int(safe[draw.index(safe.size)])
+                if allowed(j):
+                    return pick_from(pools[int(arr[j])], draw, taken)
         bound = np.inf
         ok: list[int] = []
         for j in np.argsort(scores, kind="stable").tolist():
             if scores[j] > bound:
                 break
-            t = int(arr[j])
-            e = tenv[t]
-            if keep_env and e in envs:
-                continue
-            env_ok = cells[which[j]][1]
-            if env_ok is not None and not env_ok(e):
-                continue
-            pool = pools[t]
-            if all(pool.items[k] in taken for k in range(pool.n)):
+            if not allowed(j):
                 continue
             if not ok:
-                bound = float(scores[j]) * (1.0 + self._cobusy_rel_tol)
-            ok.append(t)
+                bound = max(float(scores[j]) * (1.0 + self._cobusy_rel_tol), target)
+            ok.append(int(arr[j]))
         if not ok:
             return None
         return pick_from(pools[ok[draw.index(len(ok))]], draw, taken)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from placement_service import HarvestError
 from placement_service.core.mover import MoveConfig
+from placement_service.core.placement import COBUSY_RISK_TARGET
 from placement_service.core.types import PolicyError
 from placement_service.sim.agent_nodes import AgentSettings
 from placement_service.sim.policy import MOVE_EVERY_DAYS, MOVE_MAX_FRAC_PER_DAY, mover_config
@@ -320,6 +321,12 @@ def _schedule(args: argparse.Namespace) -> int:
 
 
 def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
+    c = p.add_argument_group("HDFS-H-cobusy and HDFS-H-cobusy-mover (docs/policy.md, core/cobusy.py)")
+    c.add_argument("--cobusy-risk-target", type=finite_float, default=COBUSY_RISK_TARGET,
+                   help="a tenant whose estimated probability of being busy together with the block's other "
+                        "replicas' tenants is at most this is good enough: the replica goes to any such tenant, "
+                        "spreading replicas; 0: always the tenants with the lowest estimate, which piles replicas "
+                        f"onto the quietest few and costs durability at scale (default {COBUSY_RISK_TARGET:g})")
     m = p.add_argument_group("HDFS-H-cobusy-mover (docs/policy.md, core/mover.py)")
     m.add_argument("--move-every-days", type=finite_float, default=MOVE_EVERY_DAYS,
                    help=f"refit the co-busy estimates on the trailing --history-days and move replicas every this many "
@@ -333,7 +340,10 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
 
 
 def _move_config(args: argparse.Namespace) -> MoveConfig:
-    """The mover's per-pass settings from its options (checked before any input is read)."""
+    """The mover's per-pass settings from its options, and the co-busy risk target checked (both
+    before any input is read)."""
+    if not 0.0 <= args.cobusy_risk_target < 1.0:
+        raise SimUsageError(f"--cobusy-risk-target must be in [0, 1), got {args.cobusy_risk_target:g}")
     try:
         return mover_config(args.move_every_days, args.move_risk_max, args.move_max_frac)
     except (ValueError, PolicyError) as exc:
@@ -364,6 +374,7 @@ def _durability(args: argparse.Namespace) -> int:
     records = run_durability(
         dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days,
         systems=systems, workers=args.workers, move_config=move, move_every_days=args.move_every_days,
+        cobusy_risk_target=args.cobusy_risk_target,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "durability", dc, settings, records, t0)
@@ -407,7 +418,7 @@ def _availability(args: argparse.Namespace) -> int:
     records = run_availability(
         dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
         seed=args.seed, config=config, systems=systems, workers=args.workers,
-        move_config=move, move_every_days=args.move_every_days,
+        move_config=move, move_every_days=args.move_every_days, cobusy_risk_target=args.cobusy_risk_target,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "availability", dc, settings, records, t0)

@@ -25,7 +25,12 @@ from placement_service.core.clustering import UtilizationClustering
 from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy, reimage_penalty
 from placement_service.core.grid import build_grid
 from placement_service.core.mover import MoveConfig, MoveReport, move_at_risk
-from placement_service.core.placement import PlacementConfig, PlacementResult, ReplicaPlacer
+from placement_service.core.placement import (
+    COBUSY_RISK_TARGET,
+    PlacementConfig,
+    PlacementResult,
+    ReplicaPlacer,
+)
 from placement_service.core.selection import ClassSelector, SelectionConfig, job_type
 from placement_service.core.stock_placement import StockPlacer
 from placement_service.core.types import ClassTable, GridCell, TenantSeries
@@ -253,10 +258,12 @@ def make_placer(
     busy_hours: Mapping[str, int] | None = None,
     cobusy: CobusyModel | None = None,
     reimage_rate: Mapping[str, float] | None = None,
+    cobusy_risk_target: float = COBUSY_RISK_TARGET,
 ) -> Placer:
     """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H, -risk; -hours with the tenants'
     ``busy_hours``; -cobusy with their ``cobusy`` estimates, penalized by ``reimage_rate`` when given:
-    ``core.cobusy.reimage_penalty``) or ``StockPlacer`` (HDFS-Stock)."""
+    ``core.cobusy.reimage_penalty``, and ``cobusy_risk_target``: ``ReplicaPlacer``'s) or
+    ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
     if system in (HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER):
         if cobusy is None:
@@ -267,7 +274,8 @@ def make_placer(
             penalty = reimage_penalty(
                 reimage_rate, grid, {t: int(servers[i]) for i, t in enumerate(dc.series.tenants)}
             )
-        return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, cobusy=cobusy, cobusy_penalty=penalty)
+        return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, cobusy=cobusy, cobusy_penalty=penalty,
+                             cobusy_risk_target=cobusy_risk_target)
     if system is HdfsSystem.H_HOURS:
         if busy_hours is None:
             raise ValueError("HDFS-H-hours needs the tenants' busy-hour profiles")

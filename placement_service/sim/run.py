@@ -17,7 +17,7 @@ import numpy as np
 
 from placement_service.core.forecast import fit_headroom_forecast
 from placement_service.core.mover import MoveConfig, MoveReport
-from placement_service.core.placement import ReplicaPlacer
+from placement_service.core.placement import COBUSY_RISK_TARGET, ReplicaPlacer
 from placement_service.core.selection import SelectionConfig
 from placement_service.core.types import GridCell, Job, ReimageEvents
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
@@ -231,12 +231,14 @@ def run_durability(
     presence: PresenceSchedule | None = None,
     move_config: MoveConfig | None = None,
     move_every_days: float = MOVE_EVERY_DAYS,
+    cobusy_risk_target: float = COBUSY_RISK_TARGET,
 ) -> list[Record]:
     """Durability: one record per (system, replicas, run), the same for any ``workers``;
     ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``).
     HDFS-H-cobusy-mover refits its estimates on the trailing ``history_days`` of ``dc.cpu`` (the
     series repeated past its end) and moves replicas every ``move_every_days`` of the year
-    (``move_config`` as in :func:`run_availability`)."""
+    (``move_config`` as in :func:`run_availability`). ``cobusy_risk_target``: the co-busy
+    placements' (``ReplicaPlacer``'s; 0: always the lowest estimate)."""
     move_config = _move_settings(move_config, move_every_days)
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
@@ -255,6 +257,7 @@ def run_durability(
         placer = make_placer(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
+            cobusy_risk_target=cobusy_risk_target,
         )
         mover: Callable[[float, np.ndarray], MoveReport] | None = None
         if system is HdfsSystem.H_COBUSY_MOVER:
@@ -297,10 +300,12 @@ def run_availability(
     workers: int = 1,
     move_config: MoveConfig | None = None,
     move_every_days: float = MOVE_EVERY_DAYS,
+    cobusy_risk_target: float = COBUSY_RISK_TARGET,
 ) -> list[Record]:
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``.
     HDFS-H-cobusy-mover refits its estimates and moves replicas every ``move_every_days`` of the
-    access window (``move_config``, per pass; default: ``MoveConfig``'s with ``MOVE_MAX_FRAC_PER_DAY``)."""
+    access window (``move_config``, per pass; default: ``MoveConfig``'s with ``MOVE_MAX_FRAC_PER_DAY``).
+    ``cobusy_risk_target``: the co-busy placements' (``ReplicaPlacer``'s; 0: always the lowest estimate)."""
     move_config = _move_settings(move_config, move_every_days)
     hist = _history_slots(dc, config.history_days)
     rates = _tenant_rates(dc)
@@ -319,6 +324,7 @@ def run_availability(
         placer = make_placer(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
+            cobusy_risk_target=cobusy_risk_target,
         )
         mover = None
         if system is HdfsSystem.H_COBUSY_MOVER:

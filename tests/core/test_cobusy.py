@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from placement_service.core.busy_hours import busy_hour_masks
 from placement_service.core.cobusy import CobusyConfig, CobusyModel, aligned, fit_cobusy, reimage_penalty
 from placement_service.core.placement import ReplicaPlacer
-from placement_service.core.types import GridCell, PlacementError
+from placement_service.core.types import GridCell, PlacementError, PolicyError
 from tests.core.test_placement import Cluster, _check_round_diversity, clusters, make_inventory
 from tests.core.test_placement_joint import _check_relaxed_iff_no_assignment
 
@@ -125,15 +125,19 @@ def test_aligned_returns_a_model_already_in_order_as_is() -> None:
     replicas=st.integers(2, 3),
     seed=st.integers(0, 2**16),
     rates=st.lists(st.floats(0.001, 1.0), min_size=10, max_size=10),
+    target=st.sampled_from([0.0, 1e-3, 0.05]),
 )
-def test_cobusy_preference_keeps_every_grid_rule(c: Cluster, replicas: int, seed: int, rates: list[float]) -> None:
-    # Random estimates: the block still relaxes exactly when no assignment exists under all rules
-    # (brute force), and every unrelaxed block has distinct rows, columns and environments.
+def test_cobusy_preference_keeps_every_grid_rule(
+    c: Cluster, replicas: int, seed: int, rates: list[float], target: float
+) -> None:
+    # Random estimates and risk targets (none, some or most tenants good enough): the block still
+    # relaxes exactly when no assignment exists under all rules (brute force), and every unrelaxed
+    # block has distinct rows, columns and environments.
     rng = np.random.default_rng(seed)
     m1 = np.array(rates)
     m2 = np.outer(m1, m1) * rng.uniform(0.1, 3.0, (10, 10))
     model = CobusyModel(tuple(f"t{i}" for i in range(10)), m1, (m2 + m2.T) / 2)
-    placer = ReplicaPlacer(c.inventory, c.grid, seed=seed, cobusy=model)
+    placer = ReplicaPlacer(c.inventory, c.grid, seed=seed, cobusy=model, cobusy_risk_target=target)
     _check_relaxed_iff_no_assignment(c, placer, replicas, seed)
     for writer in c.writers:
         try:
@@ -165,3 +169,49 @@ def test_reimage_penalty_is_relative_to_the_row_and_breaks_near_ties() -> None:
     got_plain = {plain.place("w-s0", 2, rng=rng_a).targets[1][0] for _ in range(40)}
     got_penalized = {penalized.place("w-s0", 2, rng=rng_b).targets[1][0] for _ in range(40)}
     assert got_plain == {"x", "y"} and got_penalized == {"y"}
+
+
+def _quiet_cell() -> tuple[dict[str, GridCell], CobusyModel, object]:
+    """Writer ``w`` alone in cell (0, 0); cell (1, 1) holds five quiet tenants ``q0..q4`` (busy
+    1e-3..5e-3 of the time, each ``rel_tol`` apart) and a busy one ``b`` (half the time); all
+    independent of ``w`` (busy 1e-3 of the time), two servers each, one environment per tenant."""
+    names = ["w", "q0", "q1", "q2", "q3", "q4", "b"]
+    m1 = np.array([1e-3, 1e-3, 2e-3, 3e-3, 4e-3, 5e-3, 0.5])
+    cells = {t: GridCell(0, 0) if t == "w" else GridCell(1, 1) for t in names}
+    inv = make_inventory([(f"{t}-s{k}", t, f"env-{t}", "r0", 1000.0) for t in names for k in range(2)])
+    return cells, CobusyModel(tuple(names), m1, np.outer(m1, m1)), inv
+
+
+def test_risk_target_spreads_replicas_over_the_good_enough_tenants_only() -> None:
+    # The finding: choosing the lowest estimate always put the second replica on q0 (the others
+    # are more than rel_tol above it), so the quietest tenant of a cell took every block's replica
+    # (in a year of 4M blocks such piles took days to re-replicate after a reimage and lost
+    # blocks). With a risk target, every tenant at or under it is as good: q0..q4 (pair estimates
+    # 1e-6..5e-6) share the replicas; b (5e-4) never gets one while they have room.
+    cells, model, inv = _quiet_cell()
+    lowest = ReplicaPlacer(inv, cells, seed=3, cobusy=model, cobusy_risk_target=0.0)
+    spread = ReplicaPlacer(inv, cells, seed=3, cobusy=model, cobusy_risk_target=1e-5)
+    rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+    got_lowest = [lowest.place("w-s0", 2, rng=rng_a).targets[1].split("-")[0] for _ in range(300)]
+    got_spread = [spread.place("w-s0", 2, rng=rng_b).targets[1].split("-")[0] for _ in range(300)]
+    assert set(got_lowest) == {"q0"}
+    counts = {t: got_spread.count(t) for t in ("q0", "q1", "q2", "q3", "q4", "b")}
+    assert counts["b"] == 0
+    assert all(30 <= counts[t] <= 90 for t in ("q0", "q1", "q2", "q3", "q4")), counts  # about 60 each
+
+
+def test_risk_target_under_every_estimate_changes_nothing() -> None:
+    # No tenant good enough: the same choices, draw for draw, as with no target (the lowest).
+    cells, model, inv = _quiet_cell()
+    plain = ReplicaPlacer(inv, cells, seed=4, cobusy=model, cobusy_risk_target=0.0)
+    strict = ReplicaPlacer(inv, cells, seed=4, cobusy=model, cobusy_risk_target=1e-7)
+    rng_a, rng_b = np.random.default_rng(4), np.random.default_rng(4)
+    for _ in range(100):
+        assert plain.place("w-s1", 2, rng=rng_a).targets == strict.place("w-s1", 2, rng=rng_b).targets
+
+
+def test_risk_target_is_checked() -> None:
+    cells, model, inv = _quiet_cell()
+    for bad in (-1e-9, 1.0, float("nan")):
+        with pytest.raises(PolicyError, match="cobusy_risk_target"):
+            ReplicaPlacer(inv, cells, cobusy=model, cobusy_risk_target=bad)
