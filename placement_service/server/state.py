@@ -6,7 +6,9 @@ Tables:
   compactor in one transaction per log segment (idempotent upserts that keep the newest report), so
   a crash between the SQLite commit and the segment's deletion replays harmlessly.
 - ``node_class``: node -> class id and YARN label, replaced in one transaction per re-clustering.
-- ``class_tables``: every class table the service adopted (``classes.json`` document), newest wins.
+- ``class_tables``: the last ``CLASS_TABLES_KEPT`` class tables the service adopted (``classes.json``
+  documents), newest wins; older ones are deleted in the adopting transaction (a daily table at
+  thousands of tenants is megabytes: kept forever, they grew the database by gigabytes a year).
 - ``cobusy_estimates``: the co-busy estimates of the newest class table, when fitted (an ``.npz``
   BLOB keyed by the table's version, written and pruned in the table's transaction; format and why
   a BLOB: ``server/cobusy_store.py``).
@@ -26,6 +28,10 @@ from typing import Any
 
 from placement_service import HarvestError
 from placement_service.server.reports import NodeReport
+
+CLASS_TABLES_KEPT = 30
+"""Class tables kept in ``state.sqlite`` (the newest is the one in use; the others, a month of daily
+re-clusterings, are there to compare with by hand)."""
 
 
 class StaleInstanceError(HarvestError):
@@ -118,7 +124,8 @@ class StateStore:
         """Adopt a new class table and node -> class mapping atomically; returns its version.
         ``cobusy``: the table's co-busy estimates (``cobusy_store.encode_cobusy``), stored under its
         version in the same transaction, which also deletes every older version's estimates (at
-        most one set is kept, so they never accumulate).
+        most one set is kept, so they never accumulate) and the tables older than the newest
+        ``CLASS_TABLES_KEPT``.
 
         With ``instance_id``, refuse (:class:`StaleInstanceError`, nothing stored) unless the
         database still belongs to that service incarnation (checked inside the transaction)."""
@@ -138,6 +145,7 @@ class StateStore:
                     "INSERT INTO class_tables(created_s, doc) VALUES (?, ?)", (now, json.dumps(doc))
                 )
                 version = int(cur.lastrowid or 0)
+                self._db.execute("DELETE FROM class_tables WHERE version <= ?", (version - CLASS_TABLES_KEPT,))
                 self._db.execute("DELETE FROM cobusy_estimates WHERE version < ?", (version,))
                 if cobusy is not None:
                     self._db.execute("INSERT INTO cobusy_estimates(version, created_s, data) VALUES (?, ?, ?)",

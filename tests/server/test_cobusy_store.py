@@ -20,7 +20,7 @@ from placement_service.server.cobusy_store import CobusyState, decode_cobusy, en
 from placement_service.server.config import build_config
 from placement_service.server.policy import build_policy_view
 from placement_service.server.recluster import compute_policy_inputs
-from placement_service.server.state import StateStore
+from placement_service.server.state import CLASS_TABLES_KEPT, StateStore
 from tests.server.test_busy_hours import DAYS, SLOT_S, _nodes, recluster_input
 
 
@@ -126,6 +126,20 @@ def test_the_state_keeps_only_the_newest_tables_estimates(tmp_path: Path) -> Non
     # freed pages are reused: the database and its log stop growing after the first tables
     assert max(sizes) < 4 * blob_bytes, sizes
     assert sizes[-1] <= max(sizes[:3]) * 1.05, sizes
+
+
+def test_the_state_keeps_a_bounded_number_of_class_tables(tmp_path: Path) -> None:
+    # Every re-clustering adopts a table; before, all of them stayed in state.sqlite forever.
+    store = StateStore(tmp_path / "state.sqlite")
+    try:
+        for k in range(CLASS_TABLES_KEPT + 5):
+            version = store.save_class_table({"classes": [], "tenants": {}, "k": k}, {})
+        rows = store._db.execute("SELECT MIN(version), MAX(version), COUNT(*) FROM class_tables").fetchone()
+        newest = store.load_class_table()
+    finally:
+        store.close()
+    assert rows == (version - CLASS_TABLES_KEPT + 1, version, CLASS_TABLES_KEPT)
+    assert newest == (version, {"classes": [], "tenants": {}, "k": CLASS_TABLES_KEPT + 4})
 
 
 def test_placers_of_one_table_share_one_alignment(fitted: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
