@@ -199,7 +199,10 @@ class PlacementService:
         self._nodes_version = 0
         self._policy_nodes_version = 0
         self._policy_stale = False
-        self._refresh_lock = threading.Lock()
+        # One rebuild at a time (compaction tick, adoption, harvestable or elastic change, placement
+        # path): each reads the current view and swaps in its own, so unserialized a rebuild that
+        # started over an older table could land after a newer one's and put the old table back.
+        self._refresh_lock = threading.RLock()
         self._rm = (
             ResourceManagerClient(cfg.rm_url, cfg.rm_timeout_s, cfg.rm_exclusive, cfg.rm_centralized,
                                   cfg.rm_admin_user)
@@ -673,7 +676,13 @@ class PlacementService:
                        table: Any = None, background: bool = True, cobusy: CobusyState | None = None) -> None:
         """Rebuild the view when the table, the node set or the harvestable set changed; otherwise
         only refresh the classes' current CPU (cheap, in place under the view's lock). ``cobusy``:
-        the co-busy estimates of a new ``doc`` (a view of the same table keeps its own)."""
+        the co-busy estimates of a new ``doc`` (a view of the same table keeps its own). Rebuilds
+        are serialized (``_refresh_lock``), each over the view the previous one swapped in."""
+        with self._refresh_lock:
+            self._refresh_policy_locked(doc, version, table, background, cobusy)
+
+    def _refresh_policy_locked(self, doc: dict[str, Any] | None, version: int | None, table: Any,
+                               background: bool, cobusy: CobusyState | None) -> None:
         with self._nodes_lock:
             nodes_version = self._nodes_version
             selection, selection_source = self.insight.selection_config()

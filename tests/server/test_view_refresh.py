@@ -4,9 +4,11 @@ replica placers over every node (that rebuild was a ChooseTargets stall of up to
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,3 +59,41 @@ def test_new_thresholds_swap_the_selector_and_keep_the_placers(service: Placemen
     service.ingest_and_wait(parse_report_batch({"reports": [report("a-9", "a", now, seq=1)]}, now, 300.0, 5000))
     service.refresh_policy()
     assert service.policy is not view and "a-9" in service.policy.placer_nodes
+
+
+def test_a_rebuild_started_before_an_adoption_never_swaps_the_old_table_back(
+    service: PlacementService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A compaction tick's rebuild (the node set changed) is still building over the current table
+    # when the re-clustering adopts a new one. Both swap in a view when done: the tick's, built
+    # over the old table, must not land after the adoption's (before, it did, and the service
+    # served the old classes until the next re-clustering, a day later).
+    import placement_service.server.service as service_module
+
+    real = service_module.build_policy_view
+    entered, release = threading.Event(), threading.Event()
+
+    def paused_in_the_tick(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "tick":
+            entered.set()
+            release.wait(10.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(service_module, "build_policy_view", paused_in_the_tick)
+    old = service.policy
+    assert old.doc is not None
+    now = time.time()
+    service.ingest_and_wait(parse_report_batch({"reports": [report("b-9", "b", now, seq=1)]}, now, 300.0, 5000))
+    tick = threading.Thread(target=service.refresh_policy, name="tick")
+    tick.start()
+    assert entered.wait(10.0)
+    adopt = threading.Thread(target=service.adopt_class_table, args=(0, dict(old.doc)), name="adopt")
+    adopt.start()
+    adopt.join(1.0)  # time for an unserialized adoption to finish first
+    release.set()
+    tick.join(10.0)
+    adopt.join(10.0)
+    assert not tick.is_alive() and not adopt.is_alive()
+    new = service.policy
+    assert new.version > old.version, (old.version, new.version)
+    assert "b-9" in new.placer_nodes  # and the tick's node is in it
