@@ -20,7 +20,8 @@ every block's replica servers:
    (the tenant that contributes most). A new replica is placed with the others as ``existing``
    (every grid rule of the placer holds: distinct rows, columns and environments, busy and full
    servers skipped; no relaxation: a move that would relax is not made) and the given-up server
-   ``excluded``.
+   ``excluded``, on the tenant with the lowest estimate (risk target 0: a block at risk goes as
+   far under the threshold as the grid allows, unlike a re-replication).
 4. The move is kept only when the new risk is at most ``1 / gain`` of the old one; then the old
    replica's space is released. Otherwise the new replica's space is released and nothing changes.
 
@@ -110,7 +111,7 @@ def move_at_risk(
         keep = [names[row[i]] for i in held if i != drop]
         old = names[row[drop]]
         try:
-            res = placer.place(None, 1, existing=keep, excluded=[old], rng=rng)
+            res = placer.place(None, 1, existing=keep, excluded=[old], rng=rng, risk_target=0.0)
         except PlacementError:
             continue
         new = placer.server_index(res.targets[0])

@@ -86,11 +86,13 @@ COBUSY_REL_TOL = 0.1
 """With co-busy estimates: tenants within this relative distance of the lowest estimate are
 equally good (the block goes to one of them uniformly), so blocks spread over near-equal tenants."""
 COBUSY_RISK_TARGET = 1e-6
-"""With co-busy estimates: a tenant whose estimate (with the block's tenants so far) is at most this
-is good enough, as good as the lowest: the replica goes to one of them uniformly, as HDFS-H would.
-1e-6 is the mover's ``MoveConfig.risk_max`` (a block placed under it is one the mover leaves alone).
-Without it (0) the quietest few tenants took half of all replicas and a 4M-block year lost 518
-blocks to re-replication backlogs on them (docs/bench/cobusy.md, 2026-11-27)."""
+"""With co-busy estimates, for re-replication (``place`` with ``existing`` holders): a tenant whose
+estimate (with the surviving replicas' tenants) is at most this is good enough, as good as the
+lowest, and the new replica goes to one of them uniformly, as HDFS-H would. New blocks take the
+lowest estimate. 1e-6 is the mover's ``MoveConfig.risk_max`` (a block repaired under it is one the
+mover leaves alone). Without it, each repair sent the block to the next quietest tenant, so over a
+year of reimages blocks converged onto a few tenant trios whose reimages then left re-replication
+backlogs of days: a 4M-block year lost 518 blocks (docs/bench/cobusy.md, 2026-11-27)."""
 
 
 _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (
@@ -301,14 +303,19 @@ class ReplicaPlacer(PlacerBase):
         excluded: Collection[str] = (),
         rng: np.random.Generator | None = None,
         existing: Collection[str] = (),
+        risk_target: float | None = None,
     ) -> PlacementResult:
         """Choose ``replicas`` servers for a new block and allocate the block's space on each.
 
         ``excluded``: servers not to use (unknown names are ignored). ``existing``: servers that
         already hold a replica of this block (re-replication): their environments, rows and
         columns count as used and ``replicas`` counts only the new ones. ``rng``: the random
-        stream (default: the placer's own, seeded at construction).
+        stream (default: the placer's own, seeded at construction). ``risk_target``: the co-busy
+        risk target of this call (default: the placer's ``cobusy_risk_target`` with ``existing``
+        holders, 0, the lowest estimate, for a new block).
         """
+        if risk_target is not None and not 0.0 <= risk_target < 1.0:
+            raise PolicyError(f"place: risk_target must be in [0, 1), got {risk_target}")
         taken, holders = self._prepare(replicas, excluded, existing)
         draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
         cell_free = list(self._cell_servers)
@@ -316,6 +323,7 @@ class ReplicaPlacer(PlacerBase):
             if self._usable[i] and self._server_cell[i] >= 0:
                 cell_free[self._server_cell[i]] -= 1
         st = _Block(cell_free, taken)
+        st.target = risk_target if risk_target is not None else self._cobusy_target if holders else 0.0
         for h in holders:  # already subtracted from cell_free above when usable
             self._record(st, h, counted=True)
         targets: list[int] = []
@@ -518,7 +526,7 @@ class ReplicaPlacer(PlacerBase):
         """A usable server of the allowed tenant, over the given cells (each with its environment
         rule), with the lowest estimated probability that it and the block's tenants so far are all
         busy at once; uniform among the allowed tenants within ``cobusy_rel_tol`` of that lowest,
-        or at most ``cobusy_risk_target`` (good enough: replicas spread instead of piling onto the
+        or at most the call's risk target (good enough: repairs spread instead of piling onto the
         quietest few tenants).
 
         Steps: 1. score every usable tenant of the cells at once (``CobusyModel.scores``); 2. when
@@ -550,7 +558,7 @@ class ReplicaPlacer(PlacerBase):
             pool = pools[int(arr[j])]
             return not all(pool.items[k] in taken for k in range(pool.n))
 
-        target = self._cobusy_target
+        target = st.target
         if target > 0.0:
             safe = np.flatnonzero(scores <= target)
             for _ in range(_TRIES if safe.size else 0):
@@ -628,7 +636,7 @@ class ReplicaPlacer(PlacerBase):
 class _Block:
     """Per-call state of one block's placement."""
 
-    __slots__ = ("cell_free", "taken", "rows", "cols", "envs", "count", "busy", "prefer", "tenants")
+    __slots__ = ("cell_free", "taken", "rows", "cols", "envs", "count", "busy", "prefer", "tenants", "target")
 
     def __init__(self, cell_free: list[int], taken: set[int]) -> None:
         self.cell_free = cell_free
@@ -640,6 +648,7 @@ class _Block:
         self.busy = 0  # OR of the busy-hour masks of the block's replicas so far
         self.prefer = False  # pick only tenants whose busy hours miss ``busy``
         self.tenants: list[int] = []  # distinct tenants of the block's replicas so far
+        self.target = 0.0  # co-busy risk target of this call (0: the lowest estimate)
 
 
 _ROW_BIT = tuple(1 << (c // N_SIDE) for c in range(N_CELLS))
