@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from placement_service.core.busy_hours import busy_hour_masks
 from placement_service.core.cobusy import CobusyConfig, CobusyModel, aligned, fit_cobusy, reimage_penalty
 from placement_service.core.placement import ReplicaPlacer
-from placement_service.core.types import GridCell, PlacementError, PolicyError
+from placement_service.core.types import GridCell, Inventory, PlacementError, PolicyError
 from tests.core.test_placement import Cluster, _check_round_diversity, clusters, make_inventory
 from tests.core.test_placement_joint import _check_relaxed_iff_no_assignment
 
@@ -171,7 +171,7 @@ def test_reimage_penalty_is_relative_to_the_row_and_breaks_near_ties() -> None:
     assert got_plain == {"x", "y"} and got_penalized == {"y"}
 
 
-def _quiet_cell() -> tuple[dict[str, GridCell], CobusyModel, object]:
+def _quiet_cell() -> tuple[dict[str, GridCell], CobusyModel, Inventory]:
     """Writer ``w`` alone in cell (0, 0); cell (1, 1) holds five quiet tenants ``q0..q4`` (busy
     1e-3..5e-3 of the time, each ``rel_tol`` apart) and a busy one ``b`` (half the time); all
     independent of ``w`` (busy 1e-3 of the time), two servers each, one environment per tenant."""
