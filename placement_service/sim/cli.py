@@ -323,10 +323,11 @@ def _schedule(args: argparse.Namespace) -> int:
 def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
     c = p.add_argument_group("HDFS-H-cobusy and HDFS-H-cobusy-mover (docs/policy.md, core/cobusy.py)")
     c.add_argument("--cobusy-risk-target", type=finite_float, default=COBUSY_RISK_TARGET,
-                   help="a tenant whose estimated probability of being busy together with the block's other "
-                        "replicas' tenants is at most this is good enough: the replica goes to any such tenant, "
-                        "spreading replicas; 0: always the tenants with the lowest estimate, which piles replicas "
-                        f"onto the quietest few and costs durability at scale (default {COBUSY_RISK_TARGET:g})")
+                   help="re-replications: a tenant whose estimated probability of being busy together with the "
+                        "surviving replicas' tenants is at most this is good enough, and the new replica goes to any "
+                        "such tenant (new blocks and moves take the lowest estimate); 0: repairs take the lowest too, "
+                        "which converges blocks onto the quietest few tenants and costs durability at scale "
+                        f"(default {COBUSY_RISK_TARGET:g})")
     m = p.add_argument_group("HDFS-H-cobusy-mover (docs/policy.md, core/mover.py)")
     m.add_argument("--move-every-days", type=finite_float, default=MOVE_EVERY_DAYS,
                    help=f"refit the co-busy estimates on the trailing --history-days and move replicas every this many "

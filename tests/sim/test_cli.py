@@ -107,6 +107,11 @@ def test_mover_options_in_availability_and_durability(
             out = tmp_path / f"{experiment}{len(bad[0])}{bad[1]}"
             assert main(["sim", experiment, *_common(traces, out), "--systems", "HDFS-H-cobusy-mover", *bad]) == 2
             assert "HDFS-H-cobusy-mover options" in capsys.readouterr().err and not out.exists()
+        for target in ("1", "-0.1"):
+            out = tmp_path / f"{experiment}-target{target}"
+            assert main(["sim", experiment, *_common(traces, out), "--systems", "HDFS-H-cobusy",
+                         "--cobusy-risk-target", target]) == 2
+            assert "--cobusy-risk-target must be in [0, 1)" in capsys.readouterr().err and not out.exists()
     # The durability year runs the mover too (the CPU series repeats over the simulated days).
     out = tmp_path / "dur"
     assert main(["sim", "durability", *_common(traces, out), "--replicas", "3", "--blocks", "3000", "--days", "6",
