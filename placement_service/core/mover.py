@@ -44,7 +44,7 @@ from placement_service.core.types import PlacementError, PolicyError
 class MoveConfig:
     risk_max: float = COBUSY_RISK_TARGET
     """Estimated probability that every replica's tenant is busy at once above which a block moves
-    (the placer's risk target: a block placed under it is not moved).
+    (the placer's risk target for re-replications: a block repaired under it is not moved).
     1e-5 let one block through on PlanetLab at 31.5% (estimated 5.8e-6 the day before its three
     tenants were busy together); with 1e-6 four runs each of PlanetLab at 21% and 31.5% and Azure
     at 40.8% failed no access (docs/bench/cobusy.md)."""
