@@ -238,7 +238,7 @@ def run_durability(
     HDFS-H-cobusy-mover refits its estimates on the trailing ``history_days`` of ``dc.cpu`` (the
     series repeated past its end) and moves replicas every ``move_every_days`` of the year
     (``move_config`` as in :func:`run_availability`). ``cobusy_risk_target``: the co-busy
-    placements' (``ReplicaPlacer``'s; 0: always the lowest estimate)."""
+    placements' target for re-replications (``ReplicaPlacer``'s; 0: repairs take the lowest estimate too)."""
     move_config = _move_settings(move_config, move_every_days)
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
@@ -305,7 +305,7 @@ def run_availability(
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``.
     HDFS-H-cobusy-mover refits its estimates and moves replicas every ``move_every_days`` of the
     access window (``move_config``, per pass; default: ``MoveConfig``'s with ``MOVE_MAX_FRAC_PER_DAY``).
-    ``cobusy_risk_target``: the co-busy placements' (``ReplicaPlacer``'s; 0: always the lowest estimate)."""
+    ``cobusy_risk_target``: as in :func:`run_durability` (no re-replications here: it changes nothing)."""
     move_config = _move_settings(move_config, move_every_days)
     hist = _history_slots(dc, config.history_days)
     rates = _tenant_rates(dc)
