@@ -36,6 +36,16 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
 
+    def memory_mb(self) -> dict[str, float]:
+        """The server process's resident memory now (``VmRSS``) and its peak (``VmHWM``), in MB."""
+        out: dict[str, float] = {}
+        with open(f"/proc/{self.proc.pid}/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    out[{"VmRSS": "rss_mb", "VmHWM": "peak_rss_mb"}[key]] = round(int(value.split()[0]) / 1024, 1)
+        return out
+
     def cpu_s(self) -> float:
         with open(f"/proc/{self.proc.pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()

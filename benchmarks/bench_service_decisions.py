@@ -10,6 +10,14 @@ decision paths alone for ``--duration-s`` each, then together (baseline), (5) me
 while re-clustering: ``--during single`` = one run (the daily one) and windows as long as it
 takes, ``--during loop`` = runs back to back for ``--duration-s``; p99 during (5) should be at
 most twice the baseline.
+
+``--placement-cobusy on`` runs the server with HDFS-H-cobusy (each re-clustering also fits the
+tenants x tenants co-busy estimates and stores them; every placer uses them); ``both`` runs the
+whole measurement twice in one invocation, off then on, side by side. Each setting reports the
+re-clustering child's peak RSS, the server's RSS and peak after the first adoption and at the end,
+the stored estimates' size and the placement mode the service says it is in.
+
+    .venv/bin/python benchmarks/bench_service_decisions.py --duration-s 10 --during single --placement-cobusy both
 """
 
 from __future__ import annotations
@@ -114,14 +122,30 @@ def main() -> int:
     p.add_argument("--during", choices=["single", "loop"], default="loop",
                    help="single: one re-clustering (the daily run) and windows as long as it takes; "
                         "loop: re-clusterings back to back for --duration-s")
+    p.add_argument("--placement-cobusy", choices=["off", "on", "both"], default="off",
+                   help="HDFS-H-cobusy in the server (co-busy estimates fitted at each re-clustering); "
+                        "both: off then on, side by side")
+    p.add_argument("--recluster-priority", choices=["idle", "low", "normal"], default="idle",
+                   help="the server's --recluster-priority (idle: the child waits while other work keeps "
+                        "both cores busy; normal measures the run itself on a loaded machine)")
     args = p.parse_args()
-    out: dict[str, Any] = {"when": now_utc(), "tenants": args.tenants}
+    settings = ["off", "on"] if args.placement_cobusy == "both" else [args.placement_cobusy]
+    if len(settings) == 1:
+        print(json.dumps(run_setting(args, settings[0] == "on"), indent=1))
+    else:
+        print(json.dumps({s: run_setting(args, s == "on") for s in settings}, indent=1))
+    return 0
+
+
+def run_setting(args: argparse.Namespace, cobusy: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"when": now_utc(), "tenants": args.tenants, "placement_cobusy": cobusy}
     with tempfile.TemporaryDirectory(prefix="bench-decisions-") as tmp:
         data = Path(tmp) / "data"
         t = time.perf_counter()
         seed_history(data, args.tenants, args.days, seed=1)
         out["seed_s"] = round(time.perf_counter() - t, 1)
-        server = start_server(data, "--recluster-interval-s", "0")
+        server = start_server(data, "--recluster-interval-s", "0", "--recluster-priority", args.recluster_priority,
+                              "--placement-cobusy" if cobusy else "--no-placement-cobusy")
         try:
             nodes = args.tenants * args.nodes_per_tenant
             report_nodes(server, args.tenants, nodes)
@@ -131,6 +155,9 @@ def main() -> int:
             out["recluster_status"] = {k: status[k] for k in ("runs", "failures", "last_error", "last_duration_s")}
             out["first_recluster_child"] = status.get("last_child", {})
             out["classes"] = len(call(server, "GET", "/v1/classes")["classes"])
+            out["server_memory_after_first_recluster"] = server.memory_mb()
+            out["placement_mode"] = call(server, "GET", "/v1/placement/quality").get("placement_mode")
+            out["state_sqlite_mb"] = round(sum(f.stat().st_size for f in data.glob("state.sqlite*")) / 2**20, 1)
             out["load_alone"] = load_average()
             out["choose_targets_alone"] = measure(server, args.duration_s, args.rate, args.select_rate, nodes,
                                                   ("choose_targets",), args.warmup_s)["choose_targets"]
@@ -172,10 +199,10 @@ def main() -> int:
             out["last_recluster_s"] = round(status["last_duration_s"], 1)
             out["recluster_failures"] = status["failures"]
             out["during_recluster_child"] = status.get("last_child", {})
+            out["server_memory_end"] = server.memory_mb()
         finally:
             server.stop()
-    print(json.dumps(out, indent=1))
-    return 0
+    return out
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ no step scans all servers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, combinations
@@ -82,6 +82,10 @@ logger = logging.getLogger(__name__)
 N_SIDE = 3
 N_CELLS = N_SIDE * N_SIDE
 _TRIES = 4
+_COBUSY_HEAD = 48
+"""The co-busy walk sorts the lowest this many scores first (a partition, then a small sort), and
+sorts all of them only when the walk gets past those: at 5,000 tenants a cell group holds ~2,000
+candidates, and the full sort was most of a placement's time (docs/bench/service.md)."""
 COBUSY_REL_TOL = 0.1
 """With co-busy estimates: tenants within this relative distance of the lowest estimate are
 equally good (the block goes to one of them uniformly), so blocks spread over near-equal tenants."""
@@ -567,7 +571,7 @@ class ReplicaPlacer(PlacerBase):
                     return pick_from(pools[int(arr[j])], draw, taken)
         bound = np.inf
         ok: list[int] = []
-        for j in np.argsort(scores, kind="stable").tolist():
+        for j in _ascending(scores, _COBUSY_HEAD):
             if scores[j] > bound:
                 break
             if not allowed(j):
@@ -649,6 +653,20 @@ class _Block:
         self.prefer = False  # pick only tenants whose busy hours miss ``busy``
         self.tenants: list[int] = []  # distinct tenants of the block's replicas so far
         self.target = 0.0  # co-busy risk target of this call (0: the lowest estimate)
+
+
+def _ascending(scores: np.ndarray, head: int) -> Iterator[int]:
+    """The indices of ``scores`` in the order of ``np.argsort(scores, kind="stable")`` (ascending,
+    ties by index), lazily: the scores below the ``head``-th smallest value first (a partition and a
+    sort of fewer than ``head``), the full sort only when the caller reads past them."""
+    n = scores.size
+    if n <= 2 * head:
+        yield from np.argsort(scores, kind="stable").tolist()
+        return
+    kth = np.partition(scores, head - 1)[head - 1]
+    first = np.flatnonzero(scores < kth)  # exactly the full order's first len(first): all smaller scores
+    yield from first[np.argsort(scores[first], kind="stable")].tolist()
+    yield from np.argsort(scores, kind="stable")[first.size:].tolist()
 
 
 _ROW_BIT = tuple(1 << (c // N_SIDE) for c in range(N_CELLS))

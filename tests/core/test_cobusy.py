@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from placement_service.core.busy_hours import busy_hour_masks
 from placement_service.core.cobusy import CobusyConfig, CobusyModel, aligned, fit_cobusy, reimage_penalty
-from placement_service.core.placement import ReplicaPlacer
+from placement_service.core.placement import ReplicaPlacer, _ascending
 from placement_service.core.types import GridCell, Inventory, PlacementError, PolicyError
 from tests.core.test_placement import Cluster, _check_round_diversity, clusters, make_inventory
 from tests.core.test_placement_joint import _check_relaxed_iff_no_assignment
@@ -264,3 +264,17 @@ def test_risk_target_is_checked() -> None:
             ReplicaPlacer(inv, cells, cobusy=model, cobusy_risk_target=bad)
         with pytest.raises(PolicyError, match="risk_target"):
             ReplicaPlacer(inv, cells, cobusy=model).place("w-s0", 2, risk_target=bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=0, max_size=300), st.integers(1, 40), st.integers(0, 300))
+def test_the_partial_walk_order_is_the_full_stable_sort(values: list[int], head: int, read: int) -> None:
+    # The co-busy walk reads candidates lowest score first, ties by index, sorting all of them only
+    # when it reads past the lowest ones; with many ties (at the cut too) the order must be exactly
+    # the full stable sort's, so placement does not depend on how far the walk went.
+    scores = np.array(values, dtype=np.float64) / 7.0
+    full = np.argsort(scores, kind="stable").tolist()
+    walk = _ascending(scores, head)
+    got = [j for _, j in zip(range(read), walk, strict=False)]
+    assert got == full[:read]
+    assert got + list(walk) == full
