@@ -47,16 +47,18 @@ class ReportReply(_message.Message):
     def __init__(self, node: _Optional[str] = ..., acked_seq: _Optional[int] = ..., class_id: _Optional[str] = ..., label: _Optional[str] = ..., revocations: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ChooseTargetsRequest(_message.Message):
-    __slots__ = ("writer", "replicas", "excluded", "block_size")
+    __slots__ = ("writer", "replicas", "excluded", "block_size", "chosen")
     WRITER_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     EXCLUDED_FIELD_NUMBER: _ClassVar[int]
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CHOSEN_FIELD_NUMBER: _ClassVar[int]
     writer: str
     replicas: int
     excluded: _containers.RepeatedScalarFieldContainer[str]
     block_size: int
-    def __init__(self, writer: _Optional[str] = ..., replicas: _Optional[int] = ..., excluded: _Optional[_Iterable[str]] = ..., block_size: _Optional[int] = ...) -> None: ...
+    chosen: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, writer: _Optional[str] = ..., replicas: _Optional[int] = ..., excluded: _Optional[_Iterable[str]] = ..., block_size: _Optional[int] = ..., chosen: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ChooseTargetsReply(_message.Message):
     __slots__ = ("targets", "relaxed", "reason", "short")

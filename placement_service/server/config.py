@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError, validate
+from placement_service.core.placement import COBUSY_RISK_TARGET
 from placement_service.validate import InputError
 
 RECLUSTER_PRIORITIES = ("idle", "low", "normal")
@@ -95,6 +96,12 @@ class ServiceConfig:
     # the first re-clustering with this on, or when they are damaged). Off by default until measured
     # in production.
     placement_cobusy: bool = False
+    # HDFS-H-cobusy's risk target for re-replications (ChooseTargets with chosen nodes): any allowed
+    # tenant that keeps the block's estimated probability of all replicas busy at once under it is
+    # good enough, so repairs spread instead of converging onto the quietest tenants (the default is
+    # core.placement.COBUSY_RISK_TARGET, 1e-6; 0: the lowest estimate, the first version, which lost
+    # blocks in the simulated year). New blocks always take the lowest estimate.
+    placement_cobusy_risk_target: float = COBUSY_RISK_TARGET
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99
     placement_strict_min_blocks: int = 200
@@ -275,6 +282,7 @@ def _check_insight_settings(cfg: ServiceConfig) -> None:
          cfg.placement_strict_enter_below <= cfg.placement_strict_leave_above <= 1.0,
          "in [placement_strict_enter_below, 1]"),
         ("placement_strict_min_blocks", cfg.placement_strict_min_blocks >= 1, ">= 1"),
+        ("placement_cobusy_risk_target", 0.0 <= cfg.placement_cobusy_risk_target < 1.0, "in [0, 1)"),
         ("decision_log_size", cfg.decision_log_size >= 1, ">= 1"),
         ("decision_log_sample", 0.0 <= cfg.decision_log_sample <= 1.0, "in [0, 1]"),
         ("silent_after_s", 0.0 < cfg.silent_after_s < math.inf, "> 0 and finite"),

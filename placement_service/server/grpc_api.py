@@ -178,9 +178,10 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
         try:
             if isinstance(request, Undecodable):
                 raise InputError(request.message, "request")
-            writer, replicas, excluded, block_size = check_place_request(
-                request.writer, int(request.replicas), list(request.excluded), int(request.block_size))
-            result = self.service.place(writer, replicas, excluded, block_size)
+            writer, replicas, excluded, block_size, chosen = check_place_request(
+                request.writer, int(request.replicas), list(request.excluded), int(request.block_size),
+                list(request.chosen))
+            result = self.service.place(writer, replicas, excluded, block_size, chosen)
         except NotFoundError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise

@@ -103,12 +103,13 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     @app.post("/v1/blocks/place")
     def post_place() -> Response:
         doc = _body()
-        writer, replicas, excluded, block_size = parse_place_request(doc)
+        writer, replicas, excluded, block_size, chosen = parse_place_request(doc)
         block = request.args.get("block", "")
         if block:
             check_name(block, "block")
         explain = _flag("explain")
-        result, why = service.place_explained(writer, replicas, excluded, block_size, block=block, rules=explain)
+        result, why = service.place_explained(writer, replicas, excluded, block_size, block=block, rules=explain,
+                                              chosen=chosen)
         extra = {"explain": why} if explain else {}
         return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason,
                       "short": result.short, "decision": why["decision"], **extra})
@@ -266,14 +267,14 @@ def _field_of(message: str) -> str:
     return parts[1] if len(parts) > 2 else parts[0]
 
 
-def parse_place_request(doc: Any) -> tuple[str, int, list[str], int]:
+def parse_place_request(doc: Any) -> tuple[str, int, list[str], int, list[str]]:
     if not isinstance(doc, dict):
         raise RequestError("body: must be a JSON object", "body")
-    unknown = sorted(set(doc) - {"writer", "replicas", "excluded", "block_size"})
+    unknown = sorted(set(doc) - {"writer", "replicas", "excluded", "block_size", "chosen"})
     if unknown:
         raise RequestError(f"{unknown[0]}: unknown field", unknown[0])
     return check_place_request(doc.get("writer"), doc.get("replicas", 3), doc.get("excluded", []),
-                               doc.get("block_size", 0))
+                               doc.get("block_size", 0), doc.get("chosen", []))
 
 
 REIMAGE_MAX_AGE_S = 10 * 365 * 86400.0  # older reports of reimages are refused (typo guard)

@@ -136,17 +136,26 @@ class Insight:
         return out
 
     def record_place(self, block: str, request: Mapping[str, Any], replicas: list[dict[str, Any]],
-                     relaxed: bool, reason: str, short: bool) -> str:
-        """Track quality, re-evaluate strict mode, keep the decision (sampled); returns its key."""
+                     relaxed: bool, reason: str, short: bool, chosen: list[dict[str, Any]] | None = None) -> str:
+        """Track quality, re-evaluate strict mode, keep the decision (sampled); returns its key.
+        ``chosen``: the block's holders before this decision (re-replication); quality is that of
+        the whole block, the new replicas and the holders the service knows (a holder without an
+        agent has no tenant or grid cell: it says nothing about this placement)."""
+        held = chosen or []
         if not short:
-            self.quality.record(diversity_of([r["grid_row"] for r in replicas], [r["grid_column"] for r in replicas],
-                                             [r["environment"] for r in replicas], relaxed))
+            block_reps = [h for h in held if h["tenant"]] + replicas
+            self.quality.record(diversity_of([r["grid_row"] for r in block_reps],
+                                             [r["grid_column"] for r in block_reps],
+                                             [r["environment"] for r in block_reps], relaxed))
             self.strict.update(self.quality.shares())
         with self._lock:
             self._seq += 1
             key = block or f"decision-{self._seq}"
-        self.decisions.record(key, {"request": dict(request), "replicas": replicas, "relaxed": relaxed,
-                                    "reason": reason, "short": short, "strict_mode": self.strict.strict})
+        entry = {"request": dict(request), "replicas": replicas, "relaxed": relaxed, "reason": reason,
+                 "short": short, "strict_mode": self.strict.strict}
+        if held:
+            entry["chosen"] = held
+        self.decisions.record(key, entry)
         return key
 
     def explain_place(self, block: str | None = None, node: str | None = None, n: int = 20) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from placement_service.core.cobusy import reimage_penalty
-from placement_service.core.placement import PlacementConfig, ReplicaPlacer
+from placement_service.core.placement import COBUSY_RISK_TARGET, PlacementConfig, ReplicaPlacer
 from placement_service.core.selection import ClassSelector, SelectionConfig
 from placement_service.core.types import (
     ClassTable,
@@ -261,13 +261,20 @@ class PolicyView:
         return placer
 
     def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int,
-              strict: bool = False) -> PlaceDecision:
+              strict: bool = False, chosen: Sequence[str] = ()) -> PlaceDecision:
         """Targets for one block; books nothing (see the module docstring). ``strict``: refuse
-        (PlacementError) rather than answer with a relaxed placement."""
+        (PlacementError) rather than answer with a relaxed placement. ``chosen``: nodes already
+        holding a replica of the block (re-replication): never targets, and ``replicas`` more are
+        placed as the block's further replicas (rows, columns, environments and co-busy estimates
+        of the holders count; HDFS-H-cobusy's risk target applies). Holders the placer does not know
+        (not harvestable, no storage, never reported) are only excluded."""
         if self.placer is None:
             raise RequestError("no harvestable node with storage has reported yet", "nodes", 409)
         block_mb = block_bucket_mb(block_size_bytes, self.placer.config.block_size_mb)
-        excluded_known = [e for e in dict.fromkeys(excluded) if e in self.placer_nodes]
+        held = [c for c in dict.fromkeys(chosen) if c in self.placer_nodes]
+        excluded_known = [e for e in dict.fromkeys([*excluded, *chosen]) if e in self.placer_nodes]
+        if writer in chosen:  # HDFS passes one of the holders (the copy's source) as the writer
+            writer = ""
         with self._lock:
             placer = self._placer_for_bucket(block_mb)
             available = placer.usable_count() - sum(1 for e in excluded_known if placer.is_usable(e))
@@ -279,7 +286,7 @@ class PolicyView:
             short = available < replicas
             result = placer.place(
                 writer if writer in self.placer_nodes else None, min(replicas, available),
-                excluded=excluded_known, rng=self._rng,
+                excluded=excluded_known, rng=self._rng, existing=held,
             )
             for t in result.targets:  # book nothing: give the space back at once
                 placer.release(t, placer.config.block_size_mb)
@@ -306,12 +313,13 @@ def _set_free_mb(placer: ReplicaPlacer, node: str, free_mb: float) -> None:
 def _placer_for(
     nodes: Mapping[str, NodeReport], harvestable: frozenset[str] | None, table: ClassTable | None, seed: int,
     block_size_mb: float, static: StaticInputs, busy_hours: bool = True, cobusy: CobusyEstimates | None = None,
+    cobusy_risk_target: float = COBUSY_RISK_TARGET,
 ) -> tuple[ReplicaPlacer | None, frozenset[str]]:
     """The replica placer over the usable nodes; with ``cobusy`` and a grid, each further replica
     goes to the allowed tenant least likely busy with the block's tenants so far (HDFS-H-cobusy:
     estimates aligned to the placer's tenants, new tenants at the population's mean; each tenant's
     estimate times ``1 + core.cobusy.reimage_penalty`` of the static reimage rates, as the
-    simulator does); otherwise, with ``busy_hours`` and a table that has busy-hour profiles,
+    simulator does; re-replications take any tenant under ``cobusy_risk_target``); otherwise, with ``busy_hours`` and a table that has busy-hour profiles,
     replicas avoid tenants busy at the same hours (tenants without a profile, e.g. new ones, count
     as never busy)."""
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)
@@ -339,7 +347,8 @@ def _placer_for(
             for t in inv.tenant:
                 servers[t] = servers.get(t, 0) + 1
             penalty = reimage_penalty(static.reimage_rates, grid, servers)
-        placer = ReplicaPlacer(inv, grid, config=config, seed=seed, cobusy=model, cobusy_penalty=penalty)
+        placer = ReplicaPlacer(inv, grid, config=config, seed=seed, cobusy=model, cobusy_penalty=penalty,
+                               cobusy_risk_target=cobusy_risk_target)
     else:
         hours = table.busy_hours if busy_hours and table is not None and table.busy_hours and grid else None
         placer = ReplicaPlacer(inv, grid, config=config, seed=seed, busy_hours=hours)
@@ -423,14 +432,15 @@ def build_policy_view(
     estimates = cobusy.estimates if mode.mode == HDFS_H_COBUSY else None
     try:
         placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static,
-                                           use_hours, estimates)
+                                           use_hours, estimates, cfg.placement_cobusy_risk_target)
     except PolicyError as exc:
         logger.error("cannot build the replica placer: %s", exc)
         placer, placer_nodes = None, frozenset()
     frozen_nodes = {n: nodes[n] for n in placer_nodes}  # the view's own copy (the caller's dict moves on)
 
     def make_placer(bucket_mb: float) -> ReplicaPlacer | None:
-        return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static, use_hours, estimates)[0]
+        return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static, use_hours, estimates,
+                           cfg.placement_cobusy_risk_target)[0]
 
     node_env = {n: static.node_environment.get(n, nodes[n].tenant) for n in placer_nodes}
     return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates,

@@ -198,10 +198,11 @@ def parse_report_batch(doc: object, now_s: float, max_future_s: float, max_repor
     return [parse_report(item, f"reports[{i}]", now_s, max_future_s, max_age_s) for i, item in enumerate(items)]
 
 
-def check_place_request(writer: object, replicas: object, excluded: object, block_size: object
-                        ) -> tuple[str, int, list[str], int]:
+def check_place_request(writer: object, replicas: object, excluded: object, block_size: object,
+                        chosen: object = ()) -> tuple[str, int, list[str], int, list[str]]:
     """Arguments of a replica-placement decision (HTTP ``POST /v1/blocks/place`` and gRPC
-    ``ChooseTargets``): ``writer`` is a node name or ``""`` / ``None`` (a client outside the cluster)."""
+    ``ChooseTargets``): ``writer`` is a node name or ``""`` / ``None`` (a client outside the cluster);
+    ``chosen``: nodes already holding a replica of the block (re-replication)."""
     if writer is None or writer == "":
         writer = ""
     else:
@@ -214,4 +215,9 @@ def check_place_request(writer: object, replicas: object, excluded: object, bloc
     if not isinstance(excluded, list | tuple):
         raise RequestError("excluded: must be a list of node names", "excluded")
     names = [check_name(e, f"excluded[{i}]") for i, e in enumerate(excluded)]
-    return str(writer), n, names, size
+    if not isinstance(chosen, list | tuple):
+        raise RequestError("chosen: must be a list of node names (the block's replicas so far)", "chosen")
+    if len(chosen) > MAX_REPLICAS:
+        raise RequestError(f"chosen: at most {MAX_REPLICAS} nodes, got {len(chosen)}", "chosen")
+    held = list(dict.fromkeys(check_name(c, f"chosen[{i}]") for i, c in enumerate(chosen)))
+    return str(writer), n, names, size, held

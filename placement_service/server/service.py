@@ -528,45 +528,56 @@ class PlacementService:
             decision.explanation["settings_source"] = self._selection_source  # of the view in force
         return decision
 
-    def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int) -> PlaceDecision:
-        """Replica targets for one block (HTTP and gRPC); logged one line each (rate-limited)."""
-        return self.place_explained(writer, replicas, excluded, block_size_bytes)[0]
+    def place(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int,
+              chosen: Sequence[str] = ()) -> PlaceDecision:
+        """Replica targets for one block (HTTP and gRPC); logged one line each (rate-limited).
+        ``chosen``: nodes already holding a replica (re-replication, ``PolicyView.place``)."""
+        return self.place_explained(writer, replicas, excluded, block_size_bytes, chosen=chosen)[0]
 
     def place_explained(self, writer: str, replicas: int, excluded: Sequence[str], block_size_bytes: int,
-                        block: str = "", rules: bool = False) -> tuple[PlaceDecision, dict[str, Any]]:
-        """:meth:`place` plus the why: each replica's node, tenant, class, environment and grid cell,
-        the strict-mode state, and the decision-log key (``block`` when given)."""
-        if writer:
-            self.node(writer)  # NotFoundError for an unknown writer
+                        block: str = "", rules: bool = False, chosen: Sequence[str] = (),
+                        ) -> tuple[PlaceDecision, dict[str, Any]]:
+        """:meth:`place` plus the why: each replica's node, tenant, class, environment and grid cell
+        (and those of the ``chosen`` holders), the strict-mode state, and the decision-log key
+        (``block`` when given). Quality counts the whole block: holders and new replicas."""
+        if writer and writer not in chosen:
+            self.node(writer)  # NotFoundError for an unknown writer (a holder writes nothing new)
         strict = self.insight.strict.strict
         view = self.policy_with_node(writer)
         try:
-            decision = view.place(writer, replicas, excluded, block_size_bytes, strict=strict)
+            decision = view.place(writer, replicas, excluded, block_size_bytes, strict=strict, chosen=chosen)
         except Exception as exc:
-            self._decision_log.log("place block_size=%d replicas=%d writer=%s -> refused: %s",
-                                   block_size_bytes, replicas, writer or "-", exc)
+            self._decision_log.log("place block_size=%d replicas=%d writer=%s chosen=%s -> refused: %s",
+                                   block_size_bytes, replicas, writer or "-", ",".join(chosen) or "-", exc)
             raise
         self.metrics.inc("harvest_placements_total", short=str(decision.short).lower(),
                          relaxed=str(decision.relaxed).lower())
         with self._nodes_lock:
-            tenants = {t: self._nodes[t].tenant for t in decision.targets if t in self._nodes}
-        detail = self.insight.replicas_detail(view.table if view.has_grid else None, tenants, view.node_env,
-                                              decision.targets)
-        request = {"writer": writer, "replicas": replicas, "excluded": list(excluded), "block_size": block_size_bytes}
+            tenants = {t: self._nodes[t].tenant for t in (*chosen, *decision.targets) if t in self._nodes}
+        table = view.table if view.has_grid else None
+        detail = self.insight.replicas_detail(table, tenants, view.node_env, decision.targets)
+        held = self.insight.replicas_detail(table, tenants, view.node_env, chosen)
+        request: dict[str, Any] = {"writer": writer, "replicas": replicas, "excluded": list(excluded),
+                                   "block_size": block_size_bytes}
+        if chosen:
+            request["chosen"] = list(chosen)
         key = self.insight.record_place(block, request, detail, decision.relaxed, decision.reason,
-                                        decision.short or not view.has_grid)
-        self._decision_log.log("place block_size=%d (bucket %.0f MB) replicas=%d writer=%s -> targets=%s "
+                                        decision.short or not view.has_grid, chosen=held)
+        self._decision_log.log("place block_size=%d (bucket %.0f MB) replicas=%d writer=%s chosen=%s -> targets=%s "
                                "relaxed=%s short=%s%s", block_size_bytes, decision.block_mb, replicas, writer or "-",
-                               ",".join(decision.targets), decision.relaxed, decision.short,
+                               ",".join(chosen) or "-", ",".join(decision.targets), decision.relaxed, decision.short,
                                f" ({decision.reason})" if decision.reason else "")
         why = {"decision": key, "replicas": detail, "strict_mode": strict, "quality": self.placement_quality()}
+        if chosen:
+            why["chosen"] = held
         if rules and view.placer is not None:  # explain=1 only: one pass over the candidate nodes
             with self._nodes_lock:
                 node_tenant = {n: self._nodes[n].tenant for n in view.placer_nodes if n in self._nodes}
             grid = view.table.grid if view.has_grid and view.table is not None and view.table.grid else {}
             cell_of = {n: grid[t] for n, t in node_tenant.items() if t in grid}
-            why["rules"] = self.insight.rule_funnel(sorted(view.placer_nodes), view.placer.is_usable, excluded,
-                                                    detail, cell_of, view.node_env)
+            funnel = self.insight.rule_funnel(sorted(view.placer_nodes), view.placer.is_usable, excluded,
+                                              held + detail, cell_of, view.node_env)
+            why["rules"] = funnel[len(held):]  # the holders' own entries say nothing about this decision
         return decision, why
 
     def record_reimages(self, events: Sequence[tuple[str, float, str]]) -> tuple[int, int]:

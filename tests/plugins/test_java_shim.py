@@ -67,6 +67,11 @@ def test_shim_java_unit_tests(tmp_path: Path, shim_classes: Path) -> None:
     assert path == "/good-excluding/v1/blocks/place"
     assert body == {"writer": "", "replicas": 3, "excluded": ["dn2.example.com"], "block_size": 128 * 2**20}
     assert headers["Authorization"] == "Bearer s3cret"
+    # A re-replication names the block's holders as such (and as excluded), and the writer HDFS gave.
+    repl = [b for p, b, _ in shim_requests if "chosen" in b]
+    assert len(repl) == 1 and repl[0]["chosen"] == ["dn2.example.com", "dn4.example.com"], repl
+    assert sorted(repl[0]["excluded"]) == repl[0]["chosen"] and repl[0]["writer"] == "dn2.example.com"
+    assert repl[0]["replicas"] == 1
     # The block size is the one the NameNode asked for, not a constant.
     assert [b["block_size"] for p, b, _ in shim_requests if b["replicas"] == 2] == [64 * 2**20]
     # 30 re-replication retries of one under-replicated block: one call, then the cached 409.

@@ -184,3 +184,28 @@ def test_decode_keeps_the_stored_order_and_widens_to_float64() -> None:
     stored = decode_cobusy(encode_cobusy(model, 0.5, 0.0, 300.0, 2), "test", None)
     assert stored.model.tenants == ("b", "a") and stored.model.m2.dtype == np.float64
     assert np.allclose(stored.model.m2, model.m2, rtol=1e-6)
+
+
+def test_re_replications_use_the_configured_risk_target(fitted: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
+    # placement_cobusy_risk_target reaches the placers: 0 sends every re-replication of a block held
+    # on t0-0 to the one allowed tenant least likely busy with t0 (the first version, whose repairs
+    # converged onto the quietest tenants); a loose target spreads them over the allowed tenants.
+    doc, blob = fitted
+    store = StateStore(tmp_path / "state.sqlite")
+    try:
+        version = store.save_class_table(doc, {}, cobusy=blob)
+        state = load_cobusy(store, version, doc["tenants"])
+    finally:
+        store.close()
+    nodes = _nodes(time.time())
+    tenant_of = {n: r.tenant for n, r in nodes.items()}
+    spread = {}
+    for target in (0.0, 0.9):
+        cfg = build_config(None, {}, {"placement_cobusy": True, "placement_cobusy_risk_target": target})
+        view = build_policy_view(cfg, version, doc, nodes, None, cobusy=state)
+        got = [view.place("", 1, (), 128 << 20, chosen=["t0-0"]).targets for _ in range(60)]
+        assert all(len(t) == 1 and tenant_of[t[0]] != "t0" for t in got)
+        spread[target] = {tenant_of[t[0]] for t in got}
+    assert len(spread[0.0]) == 1 and len(spread[0.9]) >= 3, spread
+    with pytest.raises(Exception, match="placement_cobusy_risk_target: must be in \\[0, 1\\)"):
+        build_config(None, {"HARVEST_PLACEMENT_COBUSY_RISK_TARGET": "1.5"}, {})

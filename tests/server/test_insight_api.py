@@ -8,8 +8,10 @@ import json
 import time
 from pathlib import Path
 
+import grpc
 import numpy as np
 
+from placement_service.proto_gen import harvest_pb2, harvest_pb2_grpc
 from tests.server.conftest import ServerProc, grid_classes_file, report, start_server
 
 
@@ -140,4 +142,47 @@ def test_without_a_class_table_placement_says_so_and_silent_nodes_are_listed(tmp
         assert all(n["silent_s"] >= 100 for n in silent["nodes"])
         assert srv.call("GET", "/healthz")[1]["silent_nodes"]["count"] == 2
     finally:
+        srv.stop()
+
+
+def test_re_replication_keeps_diversity_with_the_replicas_already_held(tmp_path):
+    # A re-replication (HDFS asks for one more replica of a block whose survivors are on a-0 and b-0)
+    # must land in the grid row, column and environment the survivors left free: tenant c. Before,
+    # the shim could only pass the survivors as excluded nodes, so the service placed the replica as
+    # if the block were new, anywhere (a-1, b-2, ...): the block lost its row and column diversity.
+    srv = _start(tmp_path, {"a": (0, 0), "b": (1, 1), "c": (2, 2)})
+    channel = grpc.insecure_channel(srv.grpc)
+    try:
+        _register(srv, ["a", "b", "c"])
+        _wait(lambda: srv.call("POST", "/v1/blocks/place", {"replicas": 3}, token=None)[0] == 200)
+        stub = harvest_pb2_grpc.PlacementStub(channel)
+        for i in range(15):
+            status, doc = srv.call("POST", f"/v1/blocks/place?block=blk_{i}&explain=1",
+                                   {"replicas": 1, "chosen": ["a-0", "b-0"]}, token=None)
+            assert status == 200 and len(doc["targets"]) == 1 and doc["targets"][0].startswith("c-"), doc
+            assert not doc["relaxed"] and [r["node"] for r in doc["explain"]["chosen"]] == ["a-0", "b-0"]
+            funnel = doc["explain"]["rules"]
+            assert [f["replica"] for f in funnel] == [3] and funnel[0]["rules"][-1]["left"] == 3  # c's nodes
+            reply = stub.ChooseTargets(harvest_pb2.ChooseTargetsRequest(replicas=1, chosen=["a-1", "c-2"]),
+                                       timeout=10)
+            assert list(reply.targets) and reply.targets[0].startswith("b-") and not reply.relaxed, reply
+        # HDFS passes one holder (the copy's source) as the writer, known to the service or not
+        for writer in ("a-0", "dn-without-agent"):
+            status, doc = srv.call("POST", "/v1/blocks/place",
+                                   {"writer": writer, "replicas": 1, "chosen": [writer, "b-0"]}, token=None)
+            assert status == 200 and doc["targets"][0].startswith("c-" if writer == "a-0" else ("a-", "c-")), doc
+        # a chosen node is never a target, even when asked for every node left
+        status, doc = srv.call("POST", "/v1/blocks/place", {"replicas": 9, "chosen": ["a-0"]}, token=None)
+        assert status == 200 and "a-0" not in doc["targets"] and len(doc["targets"]) == 8 and doc["short"]
+        status, logged = srv.call("GET", "/v1/explain/place?block=blk_3")
+        assert logged["decisions"][0]["request"]["chosen"] == ["a-0", "b-0"]
+        q = srv.call("GET", "/v1/placement/quality")[1]
+        assert q["shares"]["full"] == 1.0  # the whole block counted: survivors and the new replica
+        # bad input names the field
+        status, doc = srv.call("POST", "/v1/blocks/place", {"replicas": 1, "chosen": ["a-0", 7]}, token=None)
+        assert status == 400 and doc["error"]["field"] == "chosen[1]", doc
+        status, doc = srv.call("POST", "/v1/blocks/place", {"replicas": 1, "chosen": "a-0"}, token=None)
+        assert status == 400 and doc["error"]["field"] == "chosen", doc
+    finally:
+        channel.close()
         srv.stop()

@@ -9,6 +9,7 @@ import java.util.Collections;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -170,14 +171,20 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault imp
         excludedHosts.add(hostOf(n));
       }
     }
+    // The block's replicas so far (re-replication, a pipeline adding a node): the service must know
+    // them as holders, not only as excluded nodes, or it places the new replica as if the block were
+    // new and may put it in a holder's grid row, column or environment.
+    Set<String> chosenHosts = new LinkedHashSet<String>();
     if (chosen != null) {
       for (DatanodeStorageInfo s : chosen) {
-        excludedHosts.add(hostOf(s.getDatanodeDescriptor()));
+        chosenHosts.add(hostOf(s.getDatanodeDescriptor()));
       }
     }
+    excludedHosts.addAll(chosenHosts);
     String writerHost = writer instanceof DatanodeInfo ? hostOf(writer) : "";
     PlacementDecider.Decision decision = d.decide(
-        new PlacementDecider.Request(writerHost, numOfReplicas, excludedHosts, blocksize), live.keySet());
+        new PlacementDecider.Request(writerHost, numOfReplicas, excludedHosts, blocksize, chosenHosts),
+        live.keySet());
     fallbackLog.record(decision);
     if (!decision.useService) {
       LOG.debug("block of {}: stock placement, {}", srcPath, decision.reason);

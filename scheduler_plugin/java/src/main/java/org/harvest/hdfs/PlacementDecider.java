@@ -44,18 +44,30 @@ public final class PlacementDecider {
     public final int replicas;
     public final List<String> excluded;
     public final long blockSize;
+    /** Nodes already holding a replica of the block (re-replication); also in {@code excluded}. */
+    public final List<String> chosen;
 
     public Request(String writer, int replicas, Collection<String> excluded, long blockSize) {
+      this(writer, replicas, excluded, blockSize, Collections.<String>emptyList());
+    }
+
+    public Request(String writer, int replicas, Collection<String> excluded, long blockSize,
+        Collection<String> chosen) {
       this.writer = writer == null ? "" : writer;
       this.replicas = replicas;
       this.excluded = Collections.unmodifiableList(new ArrayList<String>(excluded));
       this.blockSize = blockSize;
+      this.chosen = Collections.unmodifiableList(new ArrayList<String>(chosen));
     }
 
-    /** {@code {"writer", "replicas", "excluded", "block_size"}}, the body of POST /v1/blocks/place. */
+    /**
+     * {@code {"writer", "replicas", "excluded", "block_size"}}, plus {@code "chosen"} when the block
+     * already has replicas: the body of POST /v1/blocks/place.
+     */
     public String toJson() {
       return "{\"writer\":" + MiniJson.quote(writer) + ",\"replicas\":" + replicas + ",\"excluded\":"
-          + MiniJson.quoteAll(excluded) + ",\"block_size\":" + blockSize + "}";
+          + MiniJson.quoteAll(excluded) + ",\"block_size\":" + blockSize
+          + (chosen.isEmpty() ? "" : ",\"chosen\":" + MiniJson.quoteAll(chosen)) + "}";
     }
   }
 

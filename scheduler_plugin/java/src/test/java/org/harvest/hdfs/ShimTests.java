@@ -411,6 +411,21 @@ public final class ShimTests {
       List<String> got = hosts(place(shim("short"), new HashSet<Node>()));
       eq(Arrays.asList("dn4.example.com", "dn6.example.com"), got);
     });
+    test("shim tells the service which nodes already hold the block (re-replication)", () -> {
+      HarvestBlockPlacementPolicy p = shim("good-excluding");
+      List<DatanodeStorageInfo> held = new ArrayList<DatanodeStorageInfo>();
+      held.add(new DatanodeStorageInfo(nodes.get(1)));
+      held.add(new DatanodeStorageInfo(nodes.get(3)));
+      List<String> got = hosts(p.chooseTarget("/warehouse/t/part-repl", 1, nodes.get(1), held, false,
+          new HashSet<Node>(), 128L << 20, new BlockStoragePolicy("HOT"), EnumSet.noneOf(AddBlockFlag.class)));
+      eq(Arrays.asList("dn5.example.com"), got);
+      // the pytest checks the request: chosen [dn2, dn4], both also excluded
+    });
+    test("request JSON names the holders only when there are any", () -> {
+      PlacementDecider.Request r = new PlacementDecider.Request("", 1, Arrays.asList("h1"), 1L, Arrays.asList("h1"));
+      eq(Arrays.asList("h1"), ((Map<?, ?>) MiniJson.parse(r.toJson())).get("chosen"));
+      check(!new PlacementDecider.Request("", 1, Arrays.asList("h1"), 1L).toJson().contains("chosen"), "chosen sent");
+    });
     test("shim passes the block size it is asked for", () -> {
       HarvestBlockPlacementPolicy p = shim("good-excluding");
       p.chooseTarget("/warehouse/t/part-64m", 2, null, new ArrayList<DatanodeStorageInfo>(), false,
