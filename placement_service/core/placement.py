@@ -48,7 +48,7 @@ import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain, combinations
+from itertools import combinations
 
 import numpy as np
 
@@ -178,6 +178,9 @@ class ReplicaPlacer(PlacerBase):
             _Pool(t for t in range(len(tenants)) if self._tenant_cell[t] == c) for c in range(N_CELLS)
         ]
         self._cell_servers = [sum(len(members[t]) for t in p.items) for p in self._cell_pool]
+        # Each cell's active tenants as an array, in the pool's order (the co-busy scores' input),
+        # rebuilt on the first use after the pool changed.
+        self._cell_arr: list[np.ndarray | None] = [None] * N_CELLS
         # Environments per cell: every tenant of (cell, environment), and how many of them have a
         # usable server (only environments with at least one are kept).
         self._cell_env_tenants: list[dict[int, list[int]]] = [{} for _ in range(N_CELLS)]
@@ -215,6 +218,7 @@ class ReplicaPlacer(PlacerBase):
             if c >= 0:
                 self._cell_servers[c] += 1
                 self._cell_pool[c].activate(t)
+                self._cell_arr[c] = None
                 if tpool.n == 1:
                     active = self._cell_env_active[c]
                     e = self._tenant_env[t]
@@ -225,6 +229,7 @@ class ReplicaPlacer(PlacerBase):
                 self._cell_servers[c] -= 1
                 if tpool.n == 0:
                     self._cell_pool[c].deactivate(t)
+                    self._cell_arr[c] = None
                     active = self._cell_env_active[c]
                     e = self._tenant_env[t]
                     if active[e] <= 1:
@@ -520,6 +525,14 @@ class ReplicaPlacer(PlacerBase):
             return self._pick_by_cobusy([(c, env_ok)], draw, st, keep_env)
         return self._pick_tenant_server(c, draw, st, keep_env, env_ok, None)
 
+    def _cell_tenants(self, c: int) -> np.ndarray:
+        """The active tenants of cell ``c`` (``_cell_pool[c].items[:n]``) as an int64 array."""
+        arr = self._cell_arr[c]
+        if arr is None:
+            pool = self._cell_pool[c]
+            arr = self._cell_arr[c] = np.array(pool.items[: pool.n], dtype=np.int64)
+        return arr
+
     def _pick_by_cobusy(
         self,
         cells: list[tuple[int, Callable[[int], bool] | None]],
@@ -541,12 +554,12 @@ class ReplicaPlacer(PlacerBase):
         first allowed one's and the risk target; 4. a random one of those, a random usable server of it.
         """
         assert self._cobusy is not None
-        lists = [self._cell_pool[c].items[: self._cell_pool[c].n] for c, _ in cells]
-        n = sum(len(x) for x in lists)
-        if n == 0:
+        parts = [self._cell_tenants(c) for c, _ in cells]
+        sizes = [x.size for x in parts]
+        if not any(sizes):
             return None
-        arr = np.fromiter(chain.from_iterable(lists), np.int64, n)
-        which = np.repeat(np.arange(len(cells)), [len(x) for x in lists])
+        arr = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        which = np.repeat(np.arange(len(cells)), sizes)
         scores = self._cobusy.scores(st.tenants, arr)
         if self._cobusy_factor is not None:
             scores = scores * self._cobusy_factor[arr]
