@@ -105,8 +105,11 @@ def test_a_tenant_running_closer_to_the_threshold_scores_higher() -> None:
 def test_aligned_reindexes_and_gives_unknown_tenants_the_mean() -> None:
     model = CobusyModel(("a", "b"), np.array([0.1, 0.3]), np.array([[0.1, 0.02], [0.02, 0.3]]))
     m = aligned(model, ["b", "new", "a"])
-    assert m.m1.tolist() == pytest.approx([0.3, 0.2, 0.1]) and m.m2[0, 2] == pytest.approx(0.02)
-    assert m.m2[1, 0] == pytest.approx(model.m2.mean())  # unknown tenant: no preference
+    assert m.m1.tolist() == pytest.approx([0.3, 0.2, 0.1]) and m.pair(0, 2) == pytest.approx(0.02)
+    assert m.pair(1, 0) == pytest.approx(model.m2.mean())  # unknown tenant: no preference
+    assert m.m2 is model.m2  # seen through an index of its rows: the pair matrix is not copied
+    back = aligned(m, ["a", "b"])  # re-aligned from the estimates, not from the fill of "new"
+    assert back.m1.tolist() == pytest.approx([0.1, 0.3]) and np.allclose(back.dense(), model.m2)
 
 
 def test_aligned_returns_a_model_already_in_order_as_is() -> None:
@@ -115,8 +118,35 @@ def test_aligned_returns_a_model_already_in_order_as_is() -> None:
     assert aligned(m, ("b", "a")) is m  # aligned once up front: building placers copies nothing
     zero = CobusyModel(("a", "b"), np.array([0.0, 0.3]), np.array([[0.0, 0.0], [0.0, 0.3]]))
     assert aligned(zero, ["a", "b"]).m1[0] > 0  # not positive: still clamped (the placer divides by m1)
+    assert aligned(zero, ["b", "a"]).pair(1, 1) > 0
     single = CobusyModel(("a", "b"), model.m1.astype(np.float32), model.m2.astype(np.float32))
     assert aligned(single, ["a", "b"]).m2.dtype == np.float64
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 7), extra=st.integers(0, 3), seed=st.integers(0, 2**16))
+def test_an_aligned_model_answers_as_its_dense_copy(n: int, extra: int, seed: int) -> None:
+    # The index view must give exactly what a re-indexed copy of the matrices gives (the first
+    # version copied them): singles, pairs, scores, joint and joint_many, unknown tenants included.
+    rng = np.random.default_rng(seed)
+    names = [f"t{i}" for i in range(n)]
+    x = rng.uniform(0.0, 1.0, (n, 5))
+    m2 = x @ x.T / 5
+    model = CobusyModel(tuple(names), np.diag(m2).copy(), m2)
+    order = [*rng.permutation(names).tolist(), *(f"new{i}" for i in range(extra))]
+    m = aligned(model, order)
+    dense = CobusyModel(tuple(order), m.m1, m.dense())
+    k = len(order)
+    for _ in range(10):
+        g = rng.choice(k, size=min(k, int(rng.integers(1, 4))), replace=False).tolist()
+        cands = np.arange(k)
+        assert np.array_equal(m.scores(g, cands), dense.scores(g, cands))
+        assert m.joint(g) == dense.joint(g)
+    groups = rng.integers(-1, k, size=(20, 3))
+    assert np.array_equal(m.joint_many(groups), dense.joint_many(groups))
+    for t in order:
+        i = order.index(t)
+        assert m.m1[i] == (model.m1[names.index(t)] if t in names else pytest.approx(model.m1.mean()))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
