@@ -209,3 +209,13 @@ def test_re_replications_use_the_configured_risk_target(fitted: tuple[dict[str, 
     assert len(spread[0.0]) == 1 and len(spread[0.9]) >= 3, spread
     with pytest.raises(Exception, match="placement_cobusy_risk_target: must be in \\[0, 1\\)"):
         build_config(None, {"HARVEST_PLACEMENT_COBUSY_RISK_TARGET": "1.5"}, {})
+
+
+def test_the_symmetry_check_sees_every_band() -> None:
+    # Checked a band of rows at a time (no n x n temporaries): an asymmetric entry in any band counts.
+    from placement_service.server.cobusy_store import _asymmetry
+
+    m = np.full((600, 600), 0.1, dtype=np.float32)
+    assert _asymmetry(m) == 0.0
+    m[550, 10] = 0.3
+    assert _asymmetry(m) == pytest.approx(0.2) and _asymmetry(m, block=7) == pytest.approx(0.2)
