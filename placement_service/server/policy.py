@@ -319,9 +319,9 @@ def _placer_for(
     goes to the allowed tenant least likely busy with the block's tenants so far (HDFS-H-cobusy:
     estimates aligned to the placer's tenants, new tenants at the population's mean; each tenant's
     estimate times ``1 + core.cobusy.reimage_penalty`` of the static reimage rates, as the
-    simulator does; re-replications take any tenant under ``cobusy_risk_target``); otherwise, with ``busy_hours`` and a table that has busy-hour profiles,
-    replicas avoid tenants busy at the same hours (tenants without a profile, e.g. new ones, count
-    as never busy)."""
+    simulator does; re-replications take any tenant under ``cobusy_risk_target``); otherwise, with
+    ``busy_hours`` and a table that has busy-hour profiles, replicas avoid tenants busy at the same
+    hours (tenants without a profile, e.g. new ones, count as never busy)."""
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)
     if not usable:
         return None, frozenset()

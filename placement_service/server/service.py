@@ -543,7 +543,7 @@ class PlacementService:
         if writer and writer not in chosen:
             self.node(writer)  # NotFoundError for an unknown writer (a holder writes nothing new)
         strict = self.insight.strict.strict
-        view = self.policy_with_node(writer)
+        view = self.policy_with_node("" if writer in chosen else writer)
         try:
             decision = view.place(writer, replicas, excluded, block_size_bytes, strict=strict, chosen=chosen)
         except Exception as exc:
