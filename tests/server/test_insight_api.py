@@ -183,6 +183,9 @@ def test_re_replication_keeps_diversity_with_the_replicas_already_held(tmp_path)
         assert status == 400 and doc["error"]["field"] == "chosen[1]", doc
         status, doc = srv.call("POST", "/v1/blocks/place", {"replicas": 1, "chosen": "a-0"}, token=None)
         assert status == 400 and doc["error"]["field"] == "chosen", doc
+        status, doc = srv.call("POST", "/v1/blocks/place", {"replicas": 1, "chosen": [f"n{i}" for i in range(33)]},
+                               token=None)
+        assert status == 400 and doc["error"]["field"] == "chosen" and "at most 32" in doc["error"]["message"], doc
     finally:
         channel.close()
         srv.stop()
