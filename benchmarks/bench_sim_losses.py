@@ -21,6 +21,7 @@ import json
 import os
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,8 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=300_000)
     p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--first-run", type=int, default=0,
+                   help="index of the first run (runs first .. first + runs - 1, numbered as run_durability)")
     p.add_argument("--systems", default="HDFS-Stock,HDFS-H,HDFS-H-hours")
     p.add_argument("--history-days", type=float, default=7.0)
     p.add_argument("--seed", type=int, default=0, help="run streams: Streams(seed, run), as run_durability")
@@ -52,11 +55,21 @@ def main() -> None:
 
     from dataclasses import replace
 
+    from placement_service.core.mover import MoveReport
+    from placement_service.core.placement import ReplicaPlacer
     from placement_service.sim.datacenter import from_generated
     from placement_service.sim.durability import DurabilityConfig, simulate_durability
-    from placement_service.sim.policy import HdfsSystem, Placer, busy_hour_masks, cobusy_model, make_placer
+    from placement_service.sim.policy import HdfsSystem, busy_hour_masks, cobusy_model, make_placer
     from placement_service.sim.real import real_sim_datacenter
-    from placement_service.sim.run import COBUSY_SYSTEMS, _tenant_rates, system_grids, year_of_reimages
+    from placement_service.sim.run import (
+        COBUSY_SYSTEMS,
+        MOVE_EVERY_DAYS,
+        CobusyMover,
+        _move_settings,
+        _tenant_rates,
+        system_grids,
+        year_of_reimages,
+    )
     from placement_service.sim.streams import Streams
     from placement_service.traces.config import GeneratorConfig
     from placement_service.traces.generate import generate_datacenter
@@ -84,8 +97,6 @@ def main() -> None:
     grids = system_grids(dc, dc.cpu, hist, args.seed)
     hours = busy_hour_masks(dc, dc.cpu, hist, 2.0 / 3.0)
     systems = [HdfsSystem(x) for x in args.systems.split(",")]
-    if HdfsSystem.H_COBUSY_MOVER in systems:
-        raise SystemExit("--systems: HDFS-H-cobusy-mover's moves are not traced here (use harvest sim durability)")
     cobusy = cobusy_model(dc, dc.cpu, hist, 2.0 / 3.0) if COBUSY_SYSTEMS.intersection(systems) else None
     rates = _tenant_rates(dc)  # the co-busy placements' reimage term, as run_durability
     inv = dc.inventory
@@ -104,7 +115,7 @@ def main() -> None:
     for system_name in args.systems.split(","):
         system = HdfsSystem(system_name)
         grid = grids[system]
-        for run in range(args.runs):
+        for run in range(args.first_run, args.first_run + args.runs):
             streams = Streams(args.seed, run)
             schedule = year_of_reimages(dc, 365.0, streams.get("reimages"))
             history: dict[int, list[tuple[float, int]]] = defaultdict(list)
@@ -121,16 +132,28 @@ def main() -> None:
             t0 = time.perf_counter()
             placer_seed = streams.seed_int("placer")  # as run_durability
 
-            def factory(system: HdfsSystem = system, grid: dict = grid, placer_seed: int = placer_seed) -> Placer:  # type: ignore[type-arg]
-                return make_placer(system, dc, grid, seed=placer_seed, block_size_mb=256.0, busy_hours=hours,
-                                   cobusy=cobusy, reimage_rate=rates)
+            placer = make_placer(system, dc, grid, seed=placer_seed, block_size_mb=256.0, busy_hours=hours,
+                                 cobusy=cobusy, reimage_rate=rates)
+            # HDFS-H-cobusy-mover: the daily passes as run_durability makes them (the wipes traced
+            # below are where each replica was when wiped, moves included).
+            moves: Callable[[float, np.ndarray], MoveReport] | None = None
+            if system is HdfsSystem.H_COBUSY_MOVER:
+                assert isinstance(placer, ReplicaPlacer)
+                daily = CobusyMover(dc, dc.cpu, placer, hist, 2.0 / 3.0, streams.fresh("moves"),
+                                    _move_settings(None, MOVE_EVERY_DAYS))
+
+                def mover(t_s: float, rep: np.ndarray, daily: CobusyMover = daily) -> MoveReport:
+                    return daily.pass_at(hist + int(t_s // dc.series.interval_s), rep)
+
+                moves = mover
 
             res = simulate_durability(
                 dc,
-                factory,
+                lambda: placer,  # noqa: B023 - called within this iteration
                 system, args.replicas, schedule, DurabilityConfig(days=365.0, blocks=args.blocks),
                 create_rng=streams.fresh("blocks"), place_rng=streams.fresh("placement"),
-                repair_rng=streams.fresh("repair"), on_wipe=on_wipe,
+                repair_rng=streams.fresh("repair"), on_wipe=on_wipe, mover=moves,
+                move_every_s=MOVE_EVERY_DAYS * 86400.0,
             )
             print(f"\n## {system.value} run {run}: lost {res.lost_blocks} of {res.blocks} "
                   f"(reimages {res.reimages}, {schedule.how}; {time.perf_counter() - t0:.0f} s)")
