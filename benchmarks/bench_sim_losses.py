@@ -95,9 +95,12 @@ def main() -> None:
         dc = from_generated(gen, f"generated-{args.servers}")
     hist = int(args.history_days * 86400 / dc.series.interval_s)
     grids = system_grids(dc, dc.cpu, hist, args.seed)
-    hours = busy_hour_masks(dc, dc.cpu, hist, 2.0 / 3.0)
+    # The busy threshold exactly as run_durability writes it (1 - 1/3 is one ulp above 2/3, enough
+    # to reorder near-tied co-busy scores and give another year than harvest sim's).
+    busy_cpu = 1.0 - 1.0 / 3.0
+    hours = busy_hour_masks(dc, dc.cpu, hist, busy_cpu)
     systems = [HdfsSystem(x) for x in args.systems.split(",")]
-    cobusy = cobusy_model(dc, dc.cpu, hist, 2.0 / 3.0) if COBUSY_SYSTEMS.intersection(systems) else None
+    cobusy = cobusy_model(dc, dc.cpu, hist, busy_cpu) if COBUSY_SYSTEMS.intersection(systems) else None
     rates = _tenant_rates(dc)  # the co-busy placements' reimage term, as run_durability
     inv = dc.inventory
     tenant_of = inv.tenant
@@ -139,7 +142,7 @@ def main() -> None:
             moves: Callable[[float, np.ndarray], MoveReport] | None = None
             if system is HdfsSystem.H_COBUSY_MOVER:
                 assert isinstance(placer, ReplicaPlacer)
-                daily = CobusyMover(dc, dc.cpu, placer, hist, 2.0 / 3.0, streams.fresh("moves"),
+                daily = CobusyMover(dc, dc.cpu, placer, hist, busy_cpu, streams.fresh("moves"),
                                     _move_settings(None, MOVE_EVERY_DAYS))
 
                 def mover(t_s: float, rep: np.ndarray, daily: CobusyMover = daily) -> MoveReport:
