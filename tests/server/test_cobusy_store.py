@@ -142,14 +142,19 @@ def test_the_state_keeps_a_bounded_number_of_class_tables(tmp_path: Path) -> Non
     assert newest == (version, {"classes": [], "tenants": {}, "k": CLASS_TABLES_KEPT + 4})
 
 
-def test_placers_of_one_table_share_one_alignment(fitted: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
-    doc, blob = fitted
+def _stored(tmp_path: Path, doc: dict[str, Any], blob: bytes) -> tuple[int, CobusyState]:
+    """Store ``doc`` with its estimates as a re-clustering does, then load them as the service does."""
     store = StateStore(tmp_path / "state.sqlite")
     try:
         version = store.save_class_table(doc, {}, cobusy=blob)
-        state = load_cobusy(store, version, doc["tenants"])
+        return version, load_cobusy(store, version, doc["tenants"])
     finally:
         store.close()
+
+
+def test_placers_of_one_table_share_one_alignment(fitted: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
+    doc, blob = fitted
+    version, state = _stored(tmp_path, doc, blob)
     cfg = build_config(None, {}, {"placement_cobusy": True})
     nodes = _nodes(time.time())
     views = [build_policy_view(cfg, version, doc, nodes, None, cobusy=state) for _ in range(2)]
@@ -191,12 +196,7 @@ def test_re_replications_use_the_configured_risk_target(fitted: tuple[dict[str, 
     # on t0-0 to the one allowed tenant least likely busy with t0 (the first version, whose repairs
     # converged onto the quietest tenants); a loose target spreads them over the allowed tenants.
     doc, blob = fitted
-    store = StateStore(tmp_path / "state.sqlite")
-    try:
-        version = store.save_class_table(doc, {}, cobusy=blob)
-        state = load_cobusy(store, version, doc["tenants"])
-    finally:
-        store.close()
+    version, state = _stored(tmp_path, doc, blob)
     nodes = _nodes(time.time())
     tenant_of = {n: r.tenant for n, r in nodes.items()}
     spread = {}
