@@ -254,15 +254,13 @@ def aligned(model: CobusyModel, tenants: Sequence[str]) -> CobusyModel:
     if model.tenants == want and len(want) > 0:
         return _positive(model)
     if model.rows is not None:  # re-align from the estimates themselves (already positive)
-        rows_of = {t: int(r) for t, r in zip(model.tenants, model.rows.tolist(), strict=True) if r >= 0}
-        pos = np.array([rows_of.get(t, -1) for t in want], dtype=np.int64)
-        m2 = model.m2
-        mean1_src = model.m1[model.rows >= 0] if bool((model.rows >= 0).any()) else model.m1
-        m1_of = {t: float(v) for t, v, r in zip(model.tenants, model.m1.tolist(), model.rows.tolist(), strict=True)
-                 if r >= 0}
-        mean1 = float(mean1_src.mean()) if mean1_src.size else 0.5
-        m1 = np.array([m1_of.get(t, mean1) for t in want], dtype=np.float64)
-        fill2 = model.fill2
+        at = model.index()
+        src = np.array([at.get(t, -1) for t in want], dtype=np.int64)
+        pos = np.where(src >= 0, model.rows[np.maximum(src, 0)], -1) if len(model.rows) else np.full(len(want), -1)
+        known = model.rows >= 0
+        mean1 = float(model.m1[known].mean()) if known.any() else 0.5
+        m1 = np.where(pos >= 0, model.m1[np.maximum(src, 0)], mean1) if len(model.m1) else np.full(len(want), mean1)
+        m2, fill2 = model.m2, model.fill2
     else:
         base = _positive(model)
         idx = base.index()
