@@ -85,7 +85,7 @@ _TRIES = 4
 _COBUSY_HEAD = 48
 """The co-busy walk sorts the lowest this many scores first (a partition, then a small sort), and
 sorts all of them only when the walk gets past those: at 5,000 tenants a cell group holds ~2,000
-candidates, and the full sort was most of a placement's time (docs/bench/service.md)."""
+candidates, and the full sort was most of a placement's time (docs/bench/cobusy.md)."""
 COBUSY_REL_TOL = 0.1
 """With co-busy estimates: tenants within this relative distance of the lowest estimate are
 equally good (the block goes to one of them uniformly), so blocks spread over near-equal tenants."""
