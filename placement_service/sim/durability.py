@@ -10,7 +10,10 @@ of ``step_s`` (default one hour); in each step, in order:
    its re-replications of a step in one ``place_one_more_indices`` call.
 2. **Reimages**: a reimaged server loses every replica on its disk (``rep`` entries set to -1) and
    its space is free again (``reset_server``). A block with no replica left is lost for good;
-   the others join the re-replication queue.
+   the others join the re-replication queue. A block the step's reimages take from two or more
+   replicas down to one or none counts in ``one_left``: every lost block was counted there once,
+   so the count (hundreds a year where losses are 0-2) measures a placement's exposure with power.
+   ``one_left_block_hours`` adds up the hours blocks spend with one replica (after re-replication).
 3. **Re-replication**: each server can act as the source of ``repair_blocks_per_hour`` (30, the
    HDFS rate the paper uses) copies per hour (a token bucket refilled every step, holding at most
    one step's worth). Queued blocks are served fewest-replicas-first, then oldest-first; each picks
@@ -89,6 +92,11 @@ class DurabilityResult:
     max_queue: int
     wall_s: float
     moved_replicas: int = 0
+    one_left: int = 0
+    """Times a step's reimages took a block from two or more live replicas to one or none (module
+    docstring): every lost block that ever held two replicas passed through one of these."""
+    one_left_block_hours: float = 0.0
+    """Block-hours spent with exactly one live replica, counted after each step's re-replication."""
 
 
 class _ReplicaIndex:
@@ -177,7 +185,9 @@ def simulate_durability(
     idx = _ReplicaIndex(rep, n, config.rebuild_every)
     rate_per_step = config.repair_blocks_per_hour * config.step_s / 3600.0
     tokens = np.full(n, rate_per_step)
-    relaxed = failed = repairs = max_queue = moved = 0
+    relaxed = failed = repairs = max_queue = moved = one_left = 0
+    one_left_hours = 0.0
+    step_h = config.step_s / 3600.0
     next_move_s = move_every_s
     next_block = next_reimage = next_presence = 0
     n_steps = int(np.ceil(total_s / config.step_s))
@@ -241,6 +251,7 @@ def simulate_durability(
                 wiped = idx.flat[pos].copy()
                 idx.flat[pos] = -1
                 blocks, counts = np.unique(pos // replicas, return_counts=True)
+                one_left += int(((alive[blocks] > 1) & (alive[blocks] - counts <= 1)).sum())
                 alive[blocks] -= counts.astype(np.int8)
                 dead = blocks[(alive[blocks] == 0) & ~lost[blocks]]
                 lost[dead] = True
@@ -303,6 +314,7 @@ def simulate_durability(
             done = alive[q] >= replicas
             queued[q[done]] = False
             queue = q[~done]
+            one_left_hours += step_h * int((alive[queue] == 1).sum())
         # 4. moves of blocks at risk (HDFS-H-cobusy-mover).
         if mover is not None and t1 >= next_move_s:
             while next_move_s <= t1:
@@ -331,4 +343,6 @@ def simulate_durability(
         max_queue=max_queue,
         wall_s=time.perf_counter() - wall0,
         moved_replicas=moved,
+        one_left=one_left,
+        one_left_block_hours=one_left_hours,
     )

@@ -2,7 +2,7 @@
 
 ``results.json`` = ``{"experiment": ..., "datacenter": ..., "settings": {...}, "records": [...],
 "summary": [...]}``. A record is one (system, level or replicas, run); schedule records carry
-``avg_job_time_s``, ``killed_tasks`` and ``utilization``; durability records ``lost_blocks``;
+``avg_job_time_s``, ``killed_tasks`` and ``utilization``; durability records ``lost_blocks`` and ``one_left``;
 availability records ``failed_access_pct``, ``utilization`` and ``moved_replicas`` (HDFS-H-cobusy-mover). ``summary`` has, per (system,
 level or replicas), the min / mean / max of those figures over the runs.
 """
@@ -30,6 +30,7 @@ METRICS = (
     "lost_pct",
     "failed_access_pct",
     "moved_replicas",
+    "one_left",
 )
 GROUP_KEYS = ("datacenter", "system", "scaling", "level", "replicas")
 

@@ -153,3 +153,37 @@ def test_the_mover_runs_in_the_durability_year_without_losing_replicas() -> None
         assert plain["moved_replicas"] == 0 and moved["moved_replicas"] > 0
         for r in (plain, moved):
             assert r["lost_blocks"] == r["repairs"] == r["relaxed_placements"] == r["failed_placements"] == 0
+
+
+@pytest.mark.parametrize("system", [HdfsSystem.STOCK, HdfsSystem.H])
+def test_one_left_counts_every_block_a_step_takes_to_one_replica_or_none(system: HdfsSystem) -> None:
+    # A server of each tenant (and two more) reimaged in one step, nothing before: every block they
+    # hold twice or three times drops to one replica or none in that step (lost when three). With no
+    # repair token ever, the blocks left with one replica stay so for the 12 steps from the
+    # reimage's to the last.
+    wiped: list[np.ndarray] = []
+    dc = _dc()
+    grid = placement_grid(dc, {t: 0.1 * i for i, t in enumerate(dc.series.tenants)},
+                          {t: float(i % 3) for i, t in enumerate(dc.series.tenants)})
+    rng = np.random.default_rng
+    res = simulate_durability(
+        dc, lambda: make_placer(system, dc, grid, seed=1, block_size_mb=256.0), system, 3,
+        ReimageSchedule(np.full(11, 2.0 * DAY_S + 1.0), np.array([*range(0, 36, 4), 1, 5])),
+        DurabilityConfig(days=2.5, blocks=3000, repair_blocks_per_hour=1e-9),
+        create_rng=rng(1), place_rng=rng(2), repair_rng=rng(3),
+        on_wipe=lambda t, blocks, servers, lost: wiped.append(blocks),
+    )
+    (blocks,) = wiped
+    _, per_block = np.unique(blocks, return_counts=True)
+    assert res.failed_placements == 0 and res.repairs == 0
+    assert res.lost_blocks == int((per_block == 3).sum()) > 0
+    assert res.one_left == int((per_block >= 2).sum()) > res.lost_blocks
+    assert res.one_left_block_hours == pytest.approx(12.0 * int((per_block == 2).sum()))
+
+
+def test_a_block_repaired_in_its_step_spends_no_hour_with_one_replica() -> None:
+    # Six servers in one step: few enough that re-replication (30 copies per source an hour) redoes
+    # every wiped replica within the step.
+    sched = ReimageSchedule(np.full(6, 2.0 * DAY_S + 1.0), np.array([0, 1, 4, 5, 8, 12]))
+    res = _run(HdfsSystem.STOCK, 3, sched, DurabilityConfig(days=2.5, blocks=3000))
+    assert res.one_left > 0 and res.repairs > 0 and res.one_left_block_hours == 0.0

@@ -82,3 +82,28 @@ def test_durability_states_repair_traffic_and_moves_against_hdfs_h() -> None:
     assert "1.30x HDFS-H's re-replications" in cost and "250 replicas moved" in cost
     (cob,) = [c for c in checks if c.startswith("- traffic of HDFS-H-cobusy,")]
     assert "1.10x" in cob
+
+
+def test_exposure_is_checked_where_the_records_count_it() -> None:
+    """Lost blocks are 0-2 a run, too few to tell two placements apart; the blocks taken to one
+    replica or none are hundreds, and the section checks them when every run counted them."""
+    doc = _durability_doc({"HDFS-H": [0, 0], "HDFS-H-cobusy": [0, 0], "HDFS-H-cobusy-mover": [1, 0]})
+    one_left = {"HDFS-H": [1200, 1180], "HDFS-H-cobusy": [1250, 1190], "HDFS-H-cobusy-mover": [900, 950]}
+    for r in doc["records"]:
+        r["one_left"] = one_left[r["system"]][r["run"]]
+    rows, checks = SECTIONS["durability"](doc)
+    (mover_row,) = [r for r in rows if "| HDFS-H-cobusy-mover |" in r]
+    assert "| 925 |" in mover_row
+    (mover,) = [c for c in checks if "HDFS-H-cobusy-mover let reimages take" in c]
+    assert "925 blocks a run" in mover and "vs HDFS-H 1,190" in mover and mover.endswith("**yes**")
+    (cob,) = [c for c in checks if "HDFS-H-cobusy let reimages take" in c]
+    assert "1,220 blocks a run" in cob and cob.endswith("**NO**")
+    # lost blocks are still checked on their own: the mover's 0.5 vs 0 stays NO
+    (lost,) = [c for c in checks if "HDFS-H-cobusy-mover lost" in c]
+    assert lost.endswith("**NO**")
+    # a run without the count (older records): no exposure claim, "-" in the table
+    del doc["records"][0]["one_left"]
+    rows, checks = SECTIONS["durability"](doc)
+    assert not any("let reimages take" in c and "vs HDFS-H" in c for c in checks)
+    (h_row,) = [r for r in rows if "| HDFS-H |" in r]
+    assert "| - |" in h_row
