@@ -187,3 +187,38 @@ def test_a_block_repaired_in_its_step_spends_no_hour_with_one_replica() -> None:
     sched = ReimageSchedule(np.full(6, 2.0 * DAY_S + 1.0), np.array([0, 1, 4, 5, 8, 12]))
     res = _run(HdfsSystem.STOCK, 3, sched, DurabilityConfig(days=2.5, blocks=3000))
     assert res.one_left > 0 and res.repairs > 0 and res.one_left_block_hours == 0.0
+
+
+def test_a_repair_takes_a_survivor_with_capacity_left_as_hdfs_does() -> None:
+    # HDFS's chooseSourceDatanodes skips replicas whose node reached its replication limit and
+    # picks among the others: a block whose random pick is at its limit is not left waiting.
+    from placement_service.sim.durability import _repair_sources
+
+    rows = np.array([[0, 1, -1]] * 40 + [[2, -1, -1]] * 5, dtype=np.int32)
+    capacity = np.array([0.0, 50.0, 3.0])
+    for seed in range(5):
+        src, ok = _repair_sources(rows, capacity, np.random.default_rng(seed))
+        assert ok[:40].all() and (src[:40] == 1).all()  # server 0 has no capacity: all from 1
+        assert ok[40:].sum() == 3 and (src[40:][ok[40:]] == 2).all()  # server 2 serves 3 of its 5
+    # capacity for all: 30 blocks on {0, 1}, 25 and 5 copies: every block is served, whatever the
+    # random picks were (about 15 picked server 1; those past its 5 take server 0)
+    rows = np.array([[0, 1]] * 30, dtype=np.int32)
+    for seed in range(5):
+        src, ok = _repair_sources(rows, np.array([25.0, 5.0]), np.random.default_rng(seed))
+        assert ok.all() and np.bincount(src, minlength=2).tolist() == [25, 5]
+    # blocks with one replica left come first in the queue: each takes its source before any later
+    # block does, even when later blocks picked that source at random
+    rows = np.array([[0, -1]] * 8 + [[0, 1]] * 30, dtype=np.int32)
+    for seed in range(5):
+        src, ok = _repair_sources(rows, np.array([8.0, 5.0]), np.random.default_rng(seed))
+        assert ok[:8].all() and (src[:8] == 0).all() and ok.sum() == 13
+
+
+def test_with_capacity_everywhere_a_repair_source_is_a_uniform_random_survivor() -> None:
+    from placement_service.sim.durability import _repair_sources
+
+    rows = np.array([[0, 1, 2]] * 3000 + [[3, -1, 4]] * 3000, dtype=np.int32)
+    src, ok = _repair_sources(rows, np.full(5, 1e6), np.random.default_rng(0))
+    assert ok.all()
+    counts = np.bincount(src, minlength=5)
+    assert np.all(np.abs(counts[:3] - 1000) < 100) and np.all(np.abs(counts[3:] - 1500) < 120)

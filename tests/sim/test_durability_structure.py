@@ -99,5 +99,5 @@ def test_a_degenerate_grid_relaxes_rows_but_never_environments_and_loses_nothing
         lost[system] = res.lost_blocks
         shared_env_losses[system] = sum(len(set(env[wipes[b][-3:]].tolist())) < 3 for b in dead_blocks)
     # Stock loses blocks whose replicas shared an environment; HDFS-H keeps them apart and loses none.
-    assert lost[HdfsSystem.STOCK] > 100 and shared_env_losses[HdfsSystem.STOCK] == lost[HdfsSystem.STOCK]
+    assert lost[HdfsSystem.STOCK] > 50 and shared_env_losses[HdfsSystem.STOCK] == lost[HdfsSystem.STOCK]
     assert lost[HdfsSystem.H] == 0 and shared_env_losses[HdfsSystem.H] == 0
