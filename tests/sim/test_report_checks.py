@@ -101,9 +101,12 @@ def test_exposure_is_checked_where_the_records_count_it() -> None:
     # lost blocks are still checked on their own: the mover's 0.5 vs 0 stays NO
     (lost,) = [c for c in checks if "HDFS-H-cobusy-mover lost" in c]
     assert lost.endswith("**NO**")
-    # a run without the count (older records): no exposure claim, "-" in the table
+    # a run without the count (records from before the HDFS source choice): no exposure claim, "-"
+    # in the table, and the section says which simulator it came from
+    assert not any("simulated before" in c for c in checks)
     del doc["records"][0]["one_left"]
     rows, checks = SECTIONS["durability"](doc)
     assert not any("let reimages take" in c and "vs HDFS-H" in c for c in checks)
+    assert any(c.startswith("- simulated before 2026-11-27") for c in checks)
     (h_row,) = [r for r in rows if "| HDFS-H |" in r]
     assert "| - |" in h_row
