@@ -130,8 +130,8 @@ def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
                 if ours_one is not None and h_one is not None:
                     checks.append(
                         f"- beyond the paper, {rep} replicas: {name} let reimages take {ours_one:,.0f} blocks a run "
-                        f"to one replica or none vs HDFS-H {h_one:,.0f} (every lost block is one of these: the "
-                        f"exposure, counted in hundreds where losses are 0-2); exposure no higher: "
+                        f"to one replica or none vs HDFS-H {h_one:,.0f} (the exposure: every lost block was one of "
+                        f"these first, and they are far more frequent than losses); exposure no higher: "
                         f"**{'yes' if ours_one <= h_one else 'NO'}**"
                     )
                 repairs, moved = mean_traffic((rep, name))
