@@ -97,6 +97,17 @@ lowest estimate. 1e-6 is the mover's ``MoveConfig.risk_max`` (a block repaired u
 mover leaves alone). Without it, each repair sent the block to the next quietest tenant, so over a
 year of reimages blocks converged onto a few tenant trios whose reimages then left re-replication
 backlogs of days: a 4M-block year lost 518 blocks (docs/bench/cobusy.md, 2026-11-27)."""
+COBUSY_SPREAD = 2.0
+"""With co-busy estimates: a tenant that has taken more than this many times its servers' share of
+its grid cell's co-busy choices (and more than this many per server) is passed over while another
+allowed tenant is left (every co-busy choice counts: new blocks, re-replications, moves).
+The estimates rank the same idle tenants lowest for most blocks, so without a bound those few
+tenants took most of the replicas: at 4M blocks one server held 110,532 of them (HDFS-H: 38,036),
+and when it was reimaged a single survivor had to source up to 4,236 re-replications at 30 an hour,
+so blocks waited for hours at two replicas (docs/bench/cobusy.md, 2026-11-27). The bound counts
+choices, not what the servers hold: a reimaged server is empty, and a bound on fill sent the
+replicas to the tenants reimaged most often. 2 is the factor HDFS itself applies to a DataNode's
+load against the average (``dfs.namenode.redundancy.considerLoad.factor``); 0: no bound."""
 
 
 _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (
@@ -135,10 +146,13 @@ class ReplicaPlacer(PlacerBase):
         cobusy_rel_tol: float = COBUSY_REL_TOL,
         cobusy_penalty: Mapping[str, float] | None = None,
         cobusy_risk_target: float = COBUSY_RISK_TARGET,
+        cobusy_spread: float = COBUSY_SPREAD,
     ) -> None:
         super().__init__(inventory, config, seed)
         if not (0.0 <= cobusy_risk_target < 1.0):  # also refuses NaN
             raise PolicyError(f"ReplicaPlacer: cobusy_risk_target must be in [0, 1), got {cobusy_risk_target}")
+        if not (cobusy_spread == 0.0 or 1.0 <= cobusy_spread < float("inf")):  # also refuses NaN
+            raise PolicyError(f"ReplicaPlacer: cobusy_spread must be 0 (no bound) or >= 1, got {cobusy_spread}")
         if busy_hours is not None and cobusy is not None:
             raise PolicyError("ReplicaPlacer: give busy_hours or cobusy, not both")
         names: dict[str, int] = {}
@@ -203,6 +217,16 @@ class ReplicaPlacer(PlacerBase):
         self._cobusy: CobusyModel | None = aligned(cobusy, tenants) if cobusy is not None else None
         self._cobusy_rel_tol = float(cobusy_rel_tol)
         self._cobusy_target = float(cobusy_risk_target)
+        self._cobusy_spread = float(cobusy_spread)
+        # Co-busy choices each tenant and each cell took (the spread bound's counts), and servers.
+        self._spread_taken = np.zeros(len(tenants))
+        self._spread_cell_taken = np.zeros(N_CELLS)
+        self._spread_servers = np.array([len(m) for m in members], dtype=np.float64)
+        self._spread_cell = np.array(self._tenant_cell, dtype=np.int64)
+        grid_t = self._spread_cell >= 0
+        self._spread_cell_servers = np.bincount(
+            self._spread_cell[grid_t], self._spread_servers[grid_t], minlength=N_CELLS
+        )
         # Optional per-tenant penalty: the estimate times (1 + penalty), e.g. ``core.cobusy.reimage_penalty``.
         self._cobusy_factor: np.ndarray | None = None
         if cobusy_penalty is not None:
@@ -243,6 +267,37 @@ class ReplicaPlacer(PlacerBase):
         if self._cobusy is None:
             raise PolicyError("set_cobusy: this placer was built without co-busy estimates")
         self._cobusy = aligned(cobusy, self._tenant_names)
+
+    @property
+    def cobusy_spread(self) -> float:
+        """The spread bound's factor (``COBUSY_SPREAD``; 0: no bound)."""
+        return self._cobusy_spread
+
+    def tenants_over_spread(self) -> np.ndarray:
+        """Per tenant (order of :attr:`tenant_names`): whether it took more co-busy choices than
+        ``cobusy_spread`` times its servers' share of its grid cell's (and more than ``cobusy_spread``
+        per server); all False without a bound or outside the grid."""
+        return self._over_spread(np.arange(len(self._tenant_names)))
+
+    def _over_spread(self, tenants: np.ndarray) -> np.ndarray:
+        if self._cobusy_spread <= 0.0:
+            return np.zeros(len(tenants), dtype=bool)
+        c = self._spread_cell[tenants]
+        grid = c >= 0
+        cc = np.maximum(c, 0)
+        n = self._spread_servers[tenants]
+        share = self._spread_cell_taken[cc] * n / np.maximum(self._spread_cell_servers[cc], 1.0)
+        return grid & (self._spread_taken[tenants] > self._cobusy_spread * np.maximum(share, n))
+
+    def _took(self, s: int | None) -> int | None:
+        """Count a co-busy choice of server ``s`` for the spread bound."""
+        if s is not None:
+            t = self._server_tenant[s]
+            self._spread_taken[t] += 1.0
+            c = self._tenant_cell[t]
+            if c >= 0:
+                self._spread_cell_taken[c] += 1.0
+        return s
 
     def tenant_of(self, servers: np.ndarray) -> np.ndarray:
         """The tenant index (in the order of :attr:`tenant_names`) of each inventory row (-1 stays -1)."""
@@ -563,6 +618,10 @@ class ReplicaPlacer(PlacerBase):
         scores = self._cobusy.scores(st.tenants, arr)
         if self._cobusy_factor is not None:
             scores = scores * self._cobusy_factor[arr]
+        if self._cobusy_spread > 0.0:
+            over = self._over_spread(arr)
+            if over.any():  # passed over while another tenant is left: last in the walk below
+                scores = np.where(over, np.inf, scores)
         envs, tenv, taken, pools = st.envs, self._tenant_env, st.taken, self._tenant_pool
 
         def allowed(j: int) -> bool:
@@ -581,7 +640,7 @@ class ReplicaPlacer(PlacerBase):
             for _ in range(_TRIES if safe.size else 0):
                 j = int(safe[draw.index(safe.size)])
                 if allowed(j):
-                    return pick_from(pools[int(arr[j])], draw, taken)
+                    return self._took(pick_from(pools[int(arr[j])], draw, taken))
         bound = np.inf
         ok: list[int] = []
         for j in _ascending(scores, _COBUSY_HEAD):
@@ -594,7 +653,7 @@ class ReplicaPlacer(PlacerBase):
             ok.append(int(arr[j]))
         if not ok:
             return None
-        return pick_from(pools[ok[draw.index(len(ok))]], draw, taken)
+        return self._took(pick_from(pools[ok[draw.index(len(ok))]], draw, taken))
 
     def _pick_tenant_server(
         self,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError, validate
-from placement_service.core.placement import COBUSY_RISK_TARGET
+from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD
 from placement_service.validate import InputError
 
 RECLUSTER_PRIORITIES = ("idle", "low", "normal")
@@ -102,6 +102,11 @@ class ServiceConfig:
     # core.placement.COBUSY_RISK_TARGET, 1e-6; 0: the lowest estimate, the first version, which lost
     # blocks in the simulated year). New blocks always take the lowest estimate.
     placement_cobusy_risk_target: float = COBUSY_RISK_TARGET
+    # HDFS-H-cobusy's spread bound: a tenant that took more than this many times its servers' share
+    # of its grid cell's co-busy choices is passed over while another allowed tenant is left, so the
+    # quietest tenants do not take most replicas (core.placement.COBUSY_SPREAD, 2; 0: no bound). The
+    # choices are counted per placer, i.e. since the policy view was last rebuilt.
+    placement_cobusy_spread: float = COBUSY_SPREAD
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99
     placement_strict_min_blocks: int = 200
@@ -283,6 +288,9 @@ def _check_insight_settings(cfg: ServiceConfig) -> None:
          "in [placement_strict_enter_below, 1]"),
         ("placement_strict_min_blocks", cfg.placement_strict_min_blocks >= 1, ">= 1"),
         ("placement_cobusy_risk_target", 0.0 <= cfg.placement_cobusy_risk_target < 1.0, "in [0, 1)"),
+        ("placement_cobusy_spread",
+         cfg.placement_cobusy_spread == 0.0 or 1.0 <= cfg.placement_cobusy_spread < math.inf,
+         "0 (no bound) or >= 1 and finite"),
         ("decision_log_size", cfg.decision_log_size >= 1, ">= 1"),
         ("decision_log_sample", 0.0 <= cfg.decision_log_sample <= 1.0, "in [0, 1]"),
         ("silent_after_s", 0.0 < cfg.silent_after_s < math.inf, "> 0 and finite"),

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from placement_service.core.cobusy import reimage_penalty
-from placement_service.core.placement import COBUSY_RISK_TARGET, PlacementConfig, ReplicaPlacer
+from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD, PlacementConfig, ReplicaPlacer
 from placement_service.core.selection import ClassSelector, SelectionConfig
 from placement_service.core.types import (
     ClassTable,
@@ -313,13 +313,14 @@ def _set_free_mb(placer: ReplicaPlacer, node: str, free_mb: float) -> None:
 def _placer_for(
     nodes: Mapping[str, NodeReport], harvestable: frozenset[str] | None, table: ClassTable | None, seed: int,
     block_size_mb: float, static: StaticInputs, busy_hours: bool = True, cobusy: CobusyEstimates | None = None,
-    cobusy_risk_target: float = COBUSY_RISK_TARGET,
+    cobusy_risk_target: float = COBUSY_RISK_TARGET, cobusy_spread: float = COBUSY_SPREAD,
 ) -> tuple[ReplicaPlacer | None, frozenset[str]]:
     """The replica placer over the usable nodes; with ``cobusy`` and a grid, each further replica
     goes to the allowed tenant least likely busy with the block's tenants so far (HDFS-H-cobusy:
     estimates aligned to the placer's tenants, new tenants at the population's mean; each tenant's
     estimate times ``1 + core.cobusy.reimage_penalty`` of the static reimage rates, as the
-    simulator does; re-replications take any tenant under ``cobusy_risk_target``); otherwise, with
+    simulator does; re-replications take any tenant under ``cobusy_risk_target``, and a tenant past ``cobusy_spread``
+    times its share of the choices is passed over); otherwise, with
     ``busy_hours`` and a table that has busy-hour profiles, replicas avoid tenants busy at the same
     hours (tenants without a profile, e.g. new ones, count as never busy)."""
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)
@@ -348,7 +349,7 @@ def _placer_for(
                 servers[t] = servers.get(t, 0) + 1
             penalty = reimage_penalty(static.reimage_rates, grid, servers)
         placer = ReplicaPlacer(inv, grid, config=config, seed=seed, cobusy=model, cobusy_penalty=penalty,
-                               cobusy_risk_target=cobusy_risk_target)
+                               cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread)
     else:
         hours = table.busy_hours if busy_hours and table is not None and table.busy_hours and grid else None
         placer = ReplicaPlacer(inv, grid, config=config, seed=seed, busy_hours=hours)
@@ -432,7 +433,8 @@ def build_policy_view(
     estimates = cobusy.estimates if mode.mode == HDFS_H_COBUSY else None
     try:
         placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static,
-                                           use_hours, estimates, cfg.placement_cobusy_risk_target)
+                                           use_hours, estimates, cfg.placement_cobusy_risk_target,
+                                           cfg.placement_cobusy_spread)
     except PolicyError as exc:
         logger.error("cannot build the replica placer: %s", exc)
         placer, placer_nodes = None, frozenset()
@@ -440,7 +442,7 @@ def build_policy_view(
 
     def make_placer(bucket_mb: float) -> ReplicaPlacer | None:
         return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static, use_hours, estimates,
-                           cfg.placement_cobusy_risk_target)[0]
+                           cfg.placement_cobusy_risk_target, cfg.placement_cobusy_spread)[0]
 
     node_env = {n: static.node_environment.get(n, nodes[n].tenant) for n in placer_nodes}
     return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates,

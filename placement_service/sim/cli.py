@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from placement_service import HarvestError
 from placement_service.core.mover import MoveConfig
-from placement_service.core.placement import COBUSY_RISK_TARGET
+from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD
 from placement_service.core.types import PolicyError
 from placement_service.sim.agent_nodes import AgentSettings
 from placement_service.sim.policy import MOVE_EVERY_DAYS, MOVE_MAX_FRAC_PER_DAY, mover_config
@@ -328,6 +328,11 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
                         "such tenant (new blocks and moves take the lowest estimate); 0: repairs take the lowest too, "
                         "which converges blocks onto the quietest few tenants and costs durability at scale "
                         f"(default {COBUSY_RISK_TARGET:g})")
+    c.add_argument("--cobusy-spread", type=finite_float, default=COBUSY_SPREAD,
+                   help="every co-busy choice (new blocks, re-replications, moves) passes over a tenant whose servers "
+                        "hold more than this many times its grid cell's average fill while another allowed tenant is "
+                        "left; without it the quietest few tenants take most replicas and their reimages leave "
+                        f"re-replication backlogs; 0: no bound (default {COBUSY_SPREAD:g})")
     m = p.add_argument_group("HDFS-H-cobusy-mover (docs/policy.md, core/mover.py)")
     m.add_argument("--move-every-days", type=finite_float, default=MOVE_EVERY_DAYS,
                    help=f"refit the co-busy estimates on the trailing --history-days and move replicas every this many "
@@ -345,6 +350,8 @@ def _move_config(args: argparse.Namespace) -> MoveConfig:
     before any input is read)."""
     if not 0.0 <= args.cobusy_risk_target < 1.0:
         raise SimUsageError(f"--cobusy-risk-target must be in [0, 1), got {args.cobusy_risk_target:g}")
+    if not (args.cobusy_spread == 0.0 or args.cobusy_spread >= 1.0):
+        raise SimUsageError(f"--cobusy-spread must be 0 (no bound) or >= 1, got {args.cobusy_spread:g}")
     try:
         return mover_config(args.move_every_days, args.move_risk_max, args.move_max_frac)
     except (ValueError, PolicyError) as exc:
@@ -376,6 +383,7 @@ def _durability(args: argparse.Namespace) -> int:
         dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days,
         systems=systems, workers=args.workers, move_config=move, move_every_days=args.move_every_days,
         cobusy_risk_target=args.cobusy_risk_target,
+        cobusy_spread=args.cobusy_spread,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "durability", dc, settings, records, t0)
@@ -420,6 +428,7 @@ def _availability(args: argparse.Namespace) -> int:
         dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
         seed=args.seed, config=config, systems=systems, workers=args.workers,
         move_config=move, move_every_days=args.move_every_days, cobusy_risk_target=args.cobusy_risk_target,
+        cobusy_spread=args.cobusy_spread,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "availability", dc, settings, records, t0)

@@ -27,6 +27,7 @@ from placement_service.core.grid import build_grid
 from placement_service.core.mover import MoveConfig, MoveReport, move_at_risk
 from placement_service.core.placement import (
     COBUSY_RISK_TARGET,
+    COBUSY_SPREAD,
     PlacementConfig,
     PlacementResult,
     ReplicaPlacer,
@@ -259,10 +260,11 @@ def make_placer(
     cobusy: CobusyModel | None = None,
     reimage_rate: Mapping[str, float] | None = None,
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
+    cobusy_spread: float = COBUSY_SPREAD,
 ) -> Placer:
     """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H, -risk; -hours with the tenants'
     ``busy_hours``; -cobusy with their ``cobusy`` estimates, penalized by ``reimage_rate`` when given:
-    ``core.cobusy.reimage_penalty``, and ``cobusy_risk_target``: ``ReplicaPlacer``'s) or
+    ``core.cobusy.reimage_penalty``, and ``cobusy_risk_target``, ``cobusy_spread``: ``ReplicaPlacer``'s) or
     ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
     if system in (HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER):
@@ -275,7 +277,7 @@ def make_placer(
                 reimage_rate, grid, {t: int(servers[i]) for i, t in enumerate(dc.series.tenants)}
             )
         return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, cobusy=cobusy, cobusy_penalty=penalty,
-                             cobusy_risk_target=cobusy_risk_target)
+                             cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread)
     if system is HdfsSystem.H_HOURS:
         if busy_hours is None:
             raise ValueError("HDFS-H-hours needs the tenants' busy-hour profiles")

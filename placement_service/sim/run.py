@@ -17,7 +17,7 @@ import numpy as np
 
 from placement_service.core.forecast import fit_headroom_forecast
 from placement_service.core.mover import MoveConfig, MoveReport
-from placement_service.core.placement import COBUSY_RISK_TARGET, ReplicaPlacer
+from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD, ReplicaPlacer
 from placement_service.core.selection import SelectionConfig
 from placement_service.core.types import GridCell, Job, ReimageEvents
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
@@ -232,6 +232,7 @@ def run_durability(
     move_config: MoveConfig | None = None,
     move_every_days: float = MOVE_EVERY_DAYS,
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
+    cobusy_spread: float = COBUSY_SPREAD,
 ) -> list[Record]:
     """Durability: one record per (system, replicas, run), the same for any ``workers``;
     ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``).
@@ -257,7 +258,7 @@ def run_durability(
         placer = make_placer(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
-            cobusy_risk_target=cobusy_risk_target,
+            cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
         )
         mover: Callable[[float, np.ndarray], MoveReport] | None = None
         if system is HdfsSystem.H_COBUSY_MOVER:
@@ -301,6 +302,7 @@ def run_availability(
     move_config: MoveConfig | None = None,
     move_every_days: float = MOVE_EVERY_DAYS,
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
+    cobusy_spread: float = COBUSY_SPREAD,
 ) -> list[Record]:
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``.
     HDFS-H-cobusy-mover refits its estimates and moves replicas every ``move_every_days`` of the
@@ -324,7 +326,7 @@ def run_availability(
         placer = make_placer(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
-            cobusy_risk_target=cobusy_risk_target,
+            cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
         )
         mover = None
         if system is HdfsSystem.H_COBUSY_MOVER:

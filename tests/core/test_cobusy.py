@@ -218,8 +218,9 @@ def test_risk_target_spreads_re_replications_over_the_good_enough_tenants_only()
     # tenant at or under it is as good: q0..q4 (pair estimates 1e-6..5e-6) share the repairs; b
     # (5e-4) never gets one while they have room. A new block still takes the lowest (q0).
     cells, model, inv = _quiet_cell()
-    lowest = ReplicaPlacer(inv, cells, seed=3, cobusy=model, cobusy_risk_target=0.0)
-    spread = ReplicaPlacer(inv, cells, seed=3, cobusy=model, cobusy_risk_target=1e-5)
+    # (no spread bound: the blocks kept below would fill q0 past it)
+    lowest = ReplicaPlacer(inv, cells, seed=3, cobusy=model, cobusy_risk_target=0.0, cobusy_spread=0.0)
+    spread = ReplicaPlacer(inv, cells, seed=3, cobusy=model, cobusy_risk_target=1e-5, cobusy_spread=0.0)
     rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
 
     def repair(placer: ReplicaPlacer, rng: np.random.Generator) -> str:
@@ -257,8 +258,8 @@ def test_repairs_by_the_lowest_estimate_converge_onto_the_quiet_tenants_and_a_ta
     inv = make_inventory([(f"{t}-s{j}", t, f"env-{t}", "r0", 10000.0) for t in names for j in range(2)])
     quiet = {t for t in names if t.endswith("k0")}
 
-    def all_quiet_share(target: float) -> float:
-        placer = ReplicaPlacer(inv, cells, seed=5, cobusy=model, cobusy_risk_target=target)
+    def all_quiet_share(target: float, spread: float = 0.0) -> float:
+        placer = ReplicaPlacer(inv, cells, seed=5, cobusy=model, cobusy_risk_target=target, cobusy_spread=spread)
         rng = np.random.default_rng(5)
         blocks = [list(placer.place(inv.server[int(rng.integers(len(names) * 2))], 3, rng=rng).targets)
                   for _ in range(200)]
@@ -271,6 +272,8 @@ def test_repairs_by_the_lowest_estimate_converge_onto_the_quiet_tenants_and_a_ta
 
     assert all_quiet_share(0.0) > 0.9
     assert all_quiet_share(1e-2) < 0.5
+    # The spread bound (a tenant past twice its cell's average fill is passed over) stops it too.
+    assert all_quiet_share(0.0, spread=2.0) < 0.5
 
 
 def test_risk_target_under_every_estimate_changes_nothing() -> None:
@@ -308,3 +311,80 @@ def test_the_partial_walk_order_is_the_full_stable_sort(values: list[int], head:
     got = [j for _, j in zip(range(read), walk, strict=False)]
     assert got == full[:read]
     assert got + list(walk) == full
+
+
+def _spread_cell(quiet_servers: int = 2) -> tuple[dict[str, GridCell], CobusyModel, Inventory]:
+    """Writer ``w`` alone in cell (0, 0); cell (1, 1) holds a quiet tenant ``q`` (busy 1e-4 of the
+    time, ``quiet_servers`` servers) and four busier ones ``o0..o3`` (1e-2), two servers each,
+    every server 1,000 GB, one environment per tenant, all independent."""
+    names = ["w", "q", "o0", "o1", "o2", "o3"]
+    m1 = np.array([1e-3, 1e-4, 1e-2, 1e-2, 1e-2, 1e-2])
+    cells = {t: GridCell(0, 0) if t == "w" else GridCell(1, 1) for t in names}
+    rows = [(f"{t}-s{k}", t, f"env-{t}", "r0", 1000.0) for t in names for k in range(quiet_servers if t == "q" else 2)]
+    return cells, CobusyModel(tuple(names), m1, np.outer(m1, m1)), make_inventory(rows)
+
+
+def test_spread_bound_passes_over_a_tenant_past_twice_its_share_of_the_choices() -> None:
+    # 600 blocks, each with its second replica in cell (1, 1), where q has 2 of the 10 servers. The
+    # estimates rank q lowest for every block: without a bound q takes all 600; with the bound (2,
+    # the default) q stops at twice its servers' share, 40% of the cell's choices, and the others
+    # take the rest.
+    cells, model, inv = _spread_cell()
+
+    def split(spread: float) -> tuple[dict[str, int], ReplicaPlacer]:
+        placer = ReplicaPlacer(inv, cells, seed=7, cobusy=model, cobusy_spread=spread)
+        rng = np.random.default_rng(7)
+        got = [placer.place("w-s0", 2, rng=rng).targets[1].split("-")[0] for _ in range(600)]
+        return {t: got.count(t) for t in ("q", "o0", "o1", "o2", "o3")}, placer
+
+    unbounded, _ = split(0.0)
+    assert unbounded["q"] == 600
+    counts, placer = split(2.0)
+    assert 235 <= counts["q"] <= 241, counts
+    assert sum(counts.values()) == 600 and min(counts[o] for o in ("o0", "o1", "o2", "o3")) > 50
+    over = dict(zip(placer.tenant_names, placer.tenants_over_spread().tolist(), strict=True))
+    assert over["q"] == (counts["q"] > 240)  # bound: 2 x 600 choices x 2 / 10 servers
+    assert not any(over[o] for o in ("o0", "o1", "o2", "o3"))
+
+
+def test_spread_bound_counts_choices_so_a_reimaged_tenant_does_not_draw_more() -> None:
+    # The bound counts the choices a tenant took, not what its servers hold now: wiping q's servers
+    # (a reimage) does not make q look empty and take the next blocks back. (A bound on the servers'
+    # fill did: it sent replicas to the tenants reimaged most often, and the 4M-block year's
+    # exposure rose, docs/bench/cobusy.md.)
+    cells, model, inv = _spread_cell()
+    a = ReplicaPlacer(inv, cells, seed=8, cobusy=model)
+    b = ReplicaPlacer(inv, cells, seed=8, cobusy=model)
+    ra, rb = np.random.default_rng(8), np.random.default_rng(8)
+    first = [a.place("w-s0", 2, rng=ra).targets for _ in range(300)]
+    assert first == [b.place("w-s0", 2, rng=rb).targets for _ in range(300)]
+    for k in range(2):
+        b.reset_server(f"q-s{k}")
+    assert [a.place("w-s0", 2, rng=ra).targets for _ in range(300)] == [
+        b.place("w-s0", 2, rng=rb).targets for _ in range(300)
+    ]
+
+
+def test_spread_bound_never_fails_a_placement_and_changes_nothing_until_passed() -> None:
+    # Only q in the cell: past the bound it is still the only choice, so it takes every block.
+    names = ["w", "q"]
+    cells = {"w": GridCell(0, 0), "q": GridCell(1, 1)}
+    inv = make_inventory([(f"{t}-s{k}", t, f"env-{t}", "r0", 1000.0) for t in names for k in range(2)])
+    model = CobusyModel(tuple(names), np.array([1e-3, 1e-4]), np.outer([1e-3, 1e-4], [1e-3, 1e-4]))
+    placer = ReplicaPlacer(inv, cells, seed=9, cobusy=model)
+    assert all(placer.place("w-s0", 2).targets[1].startswith("q-") for _ in range(200))
+    # A bound nobody reaches: the same choices, draw for draw, as no bound.
+    cells5, model5, inv5 = _spread_cell()
+    a = ReplicaPlacer(inv5, cells5, seed=9, cobusy=model5, cobusy_spread=0.0)
+    b = ReplicaPlacer(inv5, cells5, seed=9, cobusy=model5, cobusy_spread=1e9)
+    ra, rb = np.random.default_rng(9), np.random.default_rng(9)
+    assert [a.place("w-s1", 2, rng=ra).targets for _ in range(100)] == [
+        b.place("w-s1", 2, rng=rb).targets for _ in range(100)
+    ]
+
+
+@pytest.mark.parametrize("bad", [0.5, -1.0, float("nan"), float("inf")])
+def test_spread_bound_refuses_what_is_not_a_factor(bad: float) -> None:
+    cells, model, inv = _spread_cell()
+    with pytest.raises(PolicyError, match="cobusy_spread must be 0 \\(no bound\\) or >= 1"):
+        ReplicaPlacer(inv, cells, cobusy=model, cobusy_spread=bad)

@@ -201,7 +201,8 @@ def test_re_replications_use_the_configured_risk_target(fitted: tuple[dict[str, 
     tenant_of = {n: r.tenant for n, r in nodes.items()}
     spread = {}
     for target in (0.0, 0.9):
-        cfg = build_config(None, {}, {"placement_cobusy": True, "placement_cobusy_risk_target": target})
+        cfg = build_config(None, {}, {"placement_cobusy": True, "placement_cobusy_risk_target": target,
+                                      "placement_cobusy_spread": 0.0})
         view = build_policy_view(cfg, version, doc, nodes, None, cobusy=state)
         got = [view.place("", 1, (), 128 << 20, chosen=["t0-0"]).targets for _ in range(60)]
         assert all(len(t) == 1 and tenant_of[t[0]] != "t0" for t in got)
@@ -209,6 +210,25 @@ def test_re_replications_use_the_configured_risk_target(fitted: tuple[dict[str, 
     assert len(spread[0.0]) == 1 and len(spread[0.9]) >= 3, spread
     with pytest.raises(Exception, match="placement_cobusy_risk_target: must be in \\[0, 1\\)"):
         build_config(None, {"HARVEST_PLACEMENT_COBUSY_RISK_TARGET": "1.5"}, {})
+
+
+def test_the_spread_bound_reaches_the_placers(fitted: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
+    # placement_cobusy_spread (default 2; 0: no bound) is the factor of every co-busy placer of the
+    # view (what it does: tests/core/test_cobusy.py; here each cell holds one tenant, so the bound,
+    # relative to the cell's choices, never passes one over).
+    doc, blob = fitted
+    version, state = _stored(tmp_path, doc, blob)
+    nodes = _nodes(time.time())
+    for bound in (0.0, 2.0, 3.5):
+        cfg = build_config(None, {}, {"placement_cobusy": True, "placement_cobusy_spread": bound})
+        view = build_policy_view(cfg, version, doc, nodes, None, cobusy=state)
+        assert view.placer is not None and view.placer.cobusy_spread == bound
+        view.place("", 1, (), 64 << 20, chosen=["t0-0"])  # another bucket's placer, built on use
+        assert all(p.cobusy_spread == bound for p in view._placers.values())
+    assert build_config(None, {}, {}).placement_cobusy_spread == 2.0
+    for bad in ("0.5", "nan", "inf"):
+        with pytest.raises(Exception, match="placement_cobusy_spread: must be"):
+            build_config(None, {"HARVEST_PLACEMENT_COBUSY_SPREAD": bad}, {})
 
 
 def test_the_symmetry_check_sees_every_band() -> None:

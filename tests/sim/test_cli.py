@@ -112,6 +112,11 @@ def test_mover_options_in_availability_and_durability(
             assert main(["sim", experiment, *_common(traces, out), "--systems", "HDFS-H-cobusy",
                          "--cobusy-risk-target", target]) == 2
             assert "--cobusy-risk-target must be in [0, 1)" in capsys.readouterr().err and not out.exists()
+        for spread in ("0.5", "-1", "nan"):
+            out = tmp_path / f"{experiment}-spread{spread}"
+            assert main(["sim", experiment, *_common(traces, out), "--systems", "HDFS-H-cobusy",
+                         "--cobusy-spread", spread]) == 2
+            assert "--cobusy-spread" in capsys.readouterr().err and not out.exists()
     # The durability year runs the mover too (the CPU series repeats over the simulated days).
     out = tmp_path / "dur"
     assert main(["sim", "durability", *_common(traces, out), "--replicas", "3", "--blocks", "3000", "--days", "6",
