@@ -99,15 +99,19 @@ year of reimages blocks converged onto a few tenant trios whose reimages then le
 backlogs of days: a 4M-block year lost 518 blocks (docs/bench/cobusy.md, 2026-11-27)."""
 COBUSY_SPREAD = 2.0
 """With co-busy estimates: a tenant that has taken more than this many times its servers' share of
-its grid cell's co-busy choices (and more than this many per server) is passed over while another
-allowed tenant is left (every co-busy choice counts: new blocks, re-replications, moves).
+its grid cell's co-busy choices (and more than this many per server) is passed over, but only while
+a tenant under the bound keeps the block's estimate under the risk target (the call's, or the
+placer's ``cobusy_risk_target`` for new blocks and moves): the bound spreads replicas where that
+costs no availability and never otherwise. Every co-busy choice counts (new blocks,
+re-replications, moves); a reimage does not reset the counts.
 The estimates rank the same idle tenants lowest for most blocks, so without a bound those few
 tenants took most of the replicas: at 4M blocks one server held 110,532 of them (HDFS-H: 38,036),
 and when it was reimaged a single survivor had to source up to 4,236 re-replications at 30 an hour,
-so blocks waited for hours at two replicas (docs/bench/cobusy.md, 2026-11-27). The bound counts
-choices, not what the servers hold: a reimaged server is empty, and a bound on fill sent the
-replicas to the tenants reimaged most often. 2 is the factor HDFS itself applies to a DataNode's
-load against the average (``dfs.namenode.redundancy.considerLoad.factor``); 0: no bound."""
+so blocks waited for hours at two replicas (docs/bench/cobusy.md, 2026-11-27). Kept out: a bound
+on the servers' fill (a reimaged server is empty, so the tenants reimaged most often took the
+replicas), and a bound that applied whatever the estimate (Azure at 40.8%: HDFS-H-cobusy failed
+743 accesses per million instead of 6-11). 2 is the factor HDFS applies to a DataNode's load
+against the average (``dfs.namenode.redundancy.considerLoad.factor``); 0: no bound."""
 
 
 _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (
@@ -620,7 +624,9 @@ class ReplicaPlacer(PlacerBase):
             scores = scores * self._cobusy_factor[arr]
         if self._cobusy_spread > 0.0:
             over = self._over_spread(arr)
-            if over.any():  # passed over while another tenant is left: last in the walk below
+            # Passed over (last in the walk below) only while a tenant under the bound keeps the
+            # block under the risk target: the bound never buys spread with availability.
+            if over.any() and np.any(~over & (scores <= max(st.target, self._cobusy_target))):
                 scores = np.where(over, np.inf, scores)
         envs, tenv, taken, pools = st.envs, self._tenant_env, st.taken, self._tenant_pool
 

@@ -103,9 +103,10 @@ class ServiceConfig:
     # blocks in the simulated year). New blocks always take the lowest estimate.
     placement_cobusy_risk_target: float = COBUSY_RISK_TARGET
     # HDFS-H-cobusy's spread bound: a tenant that took more than this many times its servers' share
-    # of its grid cell's co-busy choices is passed over while another allowed tenant is left, so the
-    # quietest tenants do not take most replicas (core.placement.COBUSY_SPREAD, 2; 0: no bound). The
-    # choices are counted per placer, i.e. since the policy view was last rebuilt.
+    # of its grid cell's co-busy choices is passed over while a tenant under the bound keeps the
+    # block under the risk target, so the quietest tenants do not take most replicas
+    # (core.placement.COBUSY_SPREAD, 2; 0: no bound). Choices are counted per placer, i.e. since
+    # the policy view was last rebuilt.
     placement_cobusy_spread: float = COBUSY_SPREAD
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99

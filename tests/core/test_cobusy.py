@@ -272,8 +272,6 @@ def test_repairs_by_the_lowest_estimate_converge_onto_the_quiet_tenants_and_a_ta
 
     assert all_quiet_share(0.0) > 0.9
     assert all_quiet_share(1e-2) < 0.5
-    # The spread bound (a tenant past twice its cell's average fill is passed over) stops it too.
-    assert all_quiet_share(0.0, spread=2.0) < 0.5
 
 
 def test_risk_target_under_every_estimate_changes_nothing() -> None:
@@ -313,12 +311,13 @@ def test_the_partial_walk_order_is_the_full_stable_sort(values: list[int], head:
     assert got + list(walk) == full
 
 
-def _spread_cell(quiet_servers: int = 2) -> tuple[dict[str, GridCell], CobusyModel, Inventory]:
+def _spread_cell(quiet_servers: int = 2, other: float = 5e-4) -> tuple[dict[str, GridCell], CobusyModel, Inventory]:
     """Writer ``w`` alone in cell (0, 0); cell (1, 1) holds a quiet tenant ``q`` (busy 1e-4 of the
-    time, ``quiet_servers`` servers) and four busier ones ``o0..o3`` (1e-2), two servers each,
-    every server 1,000 GB, one environment per tenant, all independent."""
+    time, ``quiet_servers`` servers) and four busier ones ``o0..o3`` (``other``: by default each
+    keeps a block with ``w`` under the risk target, 5e-7), two servers each, every server 1,000 GB,
+    one environment per tenant, all independent."""
     names = ["w", "q", "o0", "o1", "o2", "o3"]
-    m1 = np.array([1e-3, 1e-4, 1e-2, 1e-2, 1e-2, 1e-2])
+    m1 = np.array([1e-3, 1e-4, other, other, other, other])
     cells = {t: GridCell(0, 0) if t == "w" else GridCell(1, 1) for t in names}
     rows = [(f"{t}-s{k}", t, f"env-{t}", "r0", 1000.0) for t in names for k in range(quiet_servers if t == "q" else 2)]
     return cells, CobusyModel(tuple(names), m1, np.outer(m1, m1)), make_inventory(rows)
@@ -345,6 +344,16 @@ def test_spread_bound_passes_over_a_tenant_past_twice_its_share_of_the_choices()
     over = dict(zip(placer.tenant_names, placer.tenants_over_spread().tolist(), strict=True))
     assert over["q"] == (counts["q"] > 240)  # bound: 2 x 600 choices x 2 / 10 servers
     assert not any(over[o] for o in ("o0", "o1", "o2", "o3"))
+
+
+def test_spread_bound_never_trades_the_risk_target_for_spread() -> None:
+    # The others are busy 1e-2 of the time: a block on w and one of them is estimated at 1e-5, over
+    # the risk target (1e-6). q stays the choice past the bound: availability first.
+    cells, model, inv = _spread_cell(other=1e-2)
+    placer = ReplicaPlacer(inv, cells, seed=7, cobusy=model)
+    rng = np.random.default_rng(7)
+    assert all(placer.place("w-s0", 2, rng=rng).targets[1].startswith("q-") for _ in range(300))
+    assert placer.tenants_over_spread()[list(placer.tenant_names).index("q")]
 
 
 def test_spread_bound_counts_choices_so_a_reimaged_tenant_does_not_draw_more() -> None:
