@@ -97,21 +97,25 @@ lowest estimate. 1e-6 is the mover's ``MoveConfig.risk_max`` (a block repaired u
 mover leaves alone). Without it, each repair sent the block to the next quietest tenant, so over a
 year of reimages blocks converged onto a few tenant trios whose reimages then left re-replication
 backlogs of days: a 4M-block year lost 518 blocks (docs/bench/cobusy.md, 2026-11-27)."""
-COBUSY_SPREAD = 2.0
-"""With co-busy estimates: a tenant that has taken more than this many times its servers' share of
-its grid cell's co-busy choices (and more than this many per server) is passed over, but only while
-a tenant under the bound keeps the block's estimate under the risk target (the call's, or the
-placer's ``cobusy_risk_target`` for new blocks and moves): the bound spreads replicas where that
-costs no availability and never otherwise. Every co-busy choice counts (new blocks,
-re-replications, moves); a reimage does not reset the counts.
-The estimates rank the same idle tenants lowest for most blocks, so without a bound those few
-tenants took most of the replicas: at 4M blocks one server held 110,532 of them (HDFS-H: 38,036),
-and when it was reimaged a single survivor had to source up to 4,236 re-replications at 30 an hour,
-so blocks waited for hours at two replicas (docs/bench/cobusy.md, 2026-11-27). Kept out: a bound
-on the servers' fill (a reimaged server is empty, so the tenants reimaged most often took the
-replicas), and a bound that applied whatever the estimate (Azure at 40.8%: HDFS-H-cobusy failed
-743 accesses per million instead of 6-11). 2 is the factor HDFS applies to a DataNode's load
-against the average (``dfs.namenode.redundancy.considerLoad.factor``); 0: no bound."""
+COBUSY_SPREAD = 0.0
+"""With co-busy estimates, the spread bound's factor ``f`` (0: off, the default): a tenant that has
+taken more than ``f`` times its servers' share of its grid cell's co-busy choices (and more than
+``f`` per server) is passed over, but only while a tenant under the bound keeps the block's
+estimate under the risk target (the call's, or the placer's ``cobusy_risk_target`` for new blocks
+and moves). Every co-busy choice counts (new blocks, re-replications, moves); a reimage does not
+reset the counts.
+
+Why it exists: the estimates rank the same idle tenants lowest for most blocks, so those few took
+most replicas (at 4M blocks one server held 110,532, HDFS-H's most 38,036), and when one of their
+servers was reimaged a few quiet survivors had to source thousands of re-replications at 30 an
+hour, so blocks waited at two replicas until the next reimage took them to one. Why it is off: it
+trades availability for that. With ``f = 2`` (HDFS's own factor for a DataNode's load against the
+average, ``dfs.namenode.redundancy.considerLoad.factor``) a 4M-block stress run's exposure fell
+from 4,064 to 1,367 (HDFS-H 1,498), but HDFS-H-cobusy-mover failed 1-2 accesses per million at 40.1%
+on the generated datacenter (0 without), and so did ``f = 4`` and every variant tried
+(docs/bench/cobusy.md, 2026-11-27). Kept out: a bound on the servers' fill (a reimaged server is
+empty, so the tenants reimaged most often took the replicas), and a bound whatever the estimate
+(Azure at 40.8%: HDFS-H-cobusy failed 743 accesses per million instead of 6-11)."""
 
 
 _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (

@@ -102,11 +102,11 @@ class ServiceConfig:
     # core.placement.COBUSY_RISK_TARGET, 1e-6; 0: the lowest estimate, the first version, which lost
     # blocks in the simulated year). New blocks always take the lowest estimate.
     placement_cobusy_risk_target: float = COBUSY_RISK_TARGET
-    # HDFS-H-cobusy's spread bound: a tenant that took more than this many times its servers' share
-    # of its grid cell's co-busy choices is passed over while a tenant under the bound keeps the
-    # block under the risk target, so the quietest tenants do not take most replicas
-    # (core.placement.COBUSY_SPREAD, 2; 0: no bound). Choices are counted per placer, i.e. since
-    # the policy view was last rebuilt.
+    # HDFS-H-cobusy's spread bound (core.placement.COBUSY_SPREAD; 0: off, the default): a tenant that
+    # took more than this many times its servers' share of its grid cell's co-busy choices is passed
+    # over while a tenant under the bound keeps the block under the risk target. It spreads the quiet
+    # tenants' replicas at some cost in availability (docs/policy.md). Choices are counted per placer,
+    # i.e. since the policy view was last rebuilt.
     placement_cobusy_spread: float = COBUSY_SPREAD
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99

@@ -329,10 +329,11 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
                         "which converges blocks onto the quietest few tenants and costs durability at scale "
                         f"(default {COBUSY_RISK_TARGET:g})")
     c.add_argument("--cobusy-spread", type=finite_float, default=COBUSY_SPREAD,
-                   help="every co-busy choice (new blocks, re-replications, moves) passes over a tenant that took more "
-                        "than this many times its servers' share of its grid cell's choices, while a tenant under the "
-                        "bound keeps the block under the risk target; without it the quietest few tenants take most "
-                        f"replicas and their reimages leave re-replication backlogs; 0: no bound (default {COBUSY_SPREAD:g})")
+                   help="the spread bound: every co-busy choice (new blocks, re-replications, moves) passes over a "
+                        "tenant that took more than this many times its servers' share of its grid cell's choices, "
+                        "while a tenant under the bound keeps the block under the risk target; it spreads the quiet "
+                        "tenants' replicas (shorter re-replication backlogs at scale) at some cost in availability "
+                        f"(2: HDFS's considerLoad factor; 0: off; default {COBUSY_SPREAD:g})")
     m = p.add_argument_group("HDFS-H-cobusy-mover (docs/policy.md, core/mover.py)")
     m.add_argument("--move-every-days", type=finite_float, default=MOVE_EVERY_DAYS,
                    help=f"refit the co-busy estimates on the trailing --history-days and move replicas every this many "

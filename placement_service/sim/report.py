@@ -83,19 +83,6 @@ BEYOND_THE_PAPER = ("HDFS-H-hours", "HDFS-H-cobusy", "HDFS-H-cobusy-mover")
 utilization, and no more lost blocks on average."""
 
 
-COBUSY_SYSTEMS = ("HDFS-H-cobusy", "HDFS-H-cobusy-mover")
-
-
-def _spread_note(doc: Mapping[str, Any]) -> list[str]:
-    """Co-busy records from before the spread bound (``core.placement.COBUSY_SPREAD``): their
-    settings (the command's options) have no ``cobusy_spread``."""
-    rows = doc.get("records") or doc.get("summary") or []
-    if "cobusy_spread" in doc.get("settings", {}) or not any(r.get("system") in COBUSY_SYSTEMS for r in rows):
-        return []
-    return ["- co-busy rows from before the spread bound of 2026-11-27, when the quietest tenants took most of "
-            "their replicas (docs/bench/cobusy.md); not rerun since"]
-
-
 def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     rows = ["| replicas | system | lost blocks min / mean / max | lost % (mean) | taken to one replica (mean) | "
             "re-replications (mean) | moved replicas (mean) | runs |", "|---|---|---|---|---|---|---|---|"]
@@ -179,7 +166,6 @@ def _durability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
             "- simulated before 2026-11-27, when a re-replication still waited for a source its random "
             "pick had used up instead of taking another survivor as HDFS does (simulator.md); not rerun since"
         )
-    checks += _spread_note(doc)
     return rows, checks
 
 
@@ -232,7 +218,6 @@ def _availability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
                 for s in sorted(risk, key=lambda s: s["level"]) if s["level"] in paper
             )
             checks.append(f"- experimental, {rep} replicas, HDFS-H-risk vs HDFS-H mean failed accesses by level: {pairs}")
-    checks += _spread_note(doc)
     return rows, checks
 
 
@@ -285,8 +270,11 @@ def write_report(
         rows, checks = SECTIONS[kind](doc)
         all_checks += [f"- **{section}**"] + ["  " + c for c in checks]
         lines += [f"## {section}", ""]
-        keys = ("servers", "tenants", "runs", "days", "blocks", "levels", "replicas", "scaling", "seed", "wall_s")
-        lines.append("Settings: " + ", ".join(f"`{k}={settings[k]}`" for k in keys if k in settings))
+        keys = ("servers", "tenants", "runs", "days", "blocks", "levels", "replicas", "scaling", "seed", "wall_s",
+                "cobusy_spread")
+        # (cobusy_spread only when the spread bound was on: 0, or absent before it existed, is the default)
+        shown = [k for k in keys if k in settings and not (k == "cobusy_spread" and not settings[k])]
+        lines.append("Settings: " + ", ".join(f"`{k}={settings[k]}`" for k in shown))
         lines += ["", provenance(settings)]
         lines += ["", *rows, "", "Checks:", "", *(checks or ["- (no paired points to check)"]), ""]
         for p in paths:

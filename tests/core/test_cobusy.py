@@ -326,7 +326,7 @@ def _spread_cell(quiet_servers: int = 2, other: float = 5e-4) -> tuple[dict[str,
 def test_spread_bound_passes_over_a_tenant_past_twice_its_share_of_the_choices() -> None:
     # 600 blocks, each with its second replica in cell (1, 1), where q has 2 of the 10 servers. The
     # estimates rank q lowest for every block: without a bound q takes all 600; with the bound (2,
-    # the default) q stops at twice its servers' share, 40% of the cell's choices, and the others
+    # HDFS's considerLoad factor) q stops at twice its servers' share, 40% of the cell's choices, and the others
     # take the rest.
     cells, model, inv = _spread_cell()
 
@@ -350,7 +350,7 @@ def test_spread_bound_never_trades_the_risk_target_for_spread() -> None:
     # The others are busy 1e-2 of the time: a block on w and one of them is estimated at 1e-5, over
     # the risk target (1e-6). q stays the choice past the bound: availability first.
     cells, model, inv = _spread_cell(other=1e-2)
-    placer = ReplicaPlacer(inv, cells, seed=7, cobusy=model)
+    placer = ReplicaPlacer(inv, cells, seed=7, cobusy=model, cobusy_spread=2.0)
     rng = np.random.default_rng(7)
     assert all(placer.place("w-s0", 2, rng=rng).targets[1].startswith("q-") for _ in range(300))
     assert placer.tenants_over_spread()[list(placer.tenant_names).index("q")]
@@ -362,8 +362,8 @@ def test_spread_bound_counts_choices_so_a_reimaged_tenant_does_not_draw_more() -
     # fill did: it sent replicas to the tenants reimaged most often, and the 4M-block year's
     # exposure rose, docs/bench/cobusy.md.)
     cells, model, inv = _spread_cell()
-    a = ReplicaPlacer(inv, cells, seed=8, cobusy=model)
-    b = ReplicaPlacer(inv, cells, seed=8, cobusy=model)
+    a = ReplicaPlacer(inv, cells, seed=8, cobusy=model, cobusy_spread=2.0)
+    b = ReplicaPlacer(inv, cells, seed=8, cobusy=model, cobusy_spread=2.0)
     ra, rb = np.random.default_rng(8), np.random.default_rng(8)
     first = [a.place("w-s0", 2, rng=ra).targets for _ in range(300)]
     assert first == [b.place("w-s0", 2, rng=rb).targets for _ in range(300)]
@@ -380,10 +380,11 @@ def test_spread_bound_never_fails_a_placement_and_changes_nothing_until_passed()
     cells = {"w": GridCell(0, 0), "q": GridCell(1, 1)}
     inv = make_inventory([(f"{t}-s{k}", t, f"env-{t}", "r0", 1000.0) for t in names for k in range(2)])
     model = CobusyModel(tuple(names), np.array([1e-3, 1e-4]), np.outer([1e-3, 1e-4], [1e-3, 1e-4]))
-    placer = ReplicaPlacer(inv, cells, seed=9, cobusy=model)
+    placer = ReplicaPlacer(inv, cells, seed=9, cobusy=model, cobusy_spread=2.0)
     assert all(placer.place("w-s0", 2).targets[1].startswith("q-") for _ in range(200))
-    # A bound nobody reaches: the same choices, draw for draw, as no bound.
+    # A bound nobody reaches: the same choices, draw for draw, as no bound (the default).
     cells5, model5, inv5 = _spread_cell()
+    assert ReplicaPlacer(inv5, cells5, cobusy=model5).cobusy_spread == 0.0
     a = ReplicaPlacer(inv5, cells5, seed=9, cobusy=model5, cobusy_spread=0.0)
     b = ReplicaPlacer(inv5, cells5, seed=9, cobusy=model5, cobusy_spread=1e9)
     ra, rb = np.random.default_rng(9), np.random.default_rng(9)

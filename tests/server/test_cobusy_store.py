@@ -213,7 +213,7 @@ def test_re_replications_use_the_configured_risk_target(fitted: tuple[dict[str, 
 
 
 def test_the_spread_bound_reaches_the_placers(fitted: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
-    # placement_cobusy_spread (default 2; 0: no bound) is the factor of every co-busy placer of the
+    # placement_cobusy_spread (default 0: off) is the factor of every co-busy placer of the
     # view (what it does: tests/core/test_cobusy.py; here each cell holds one tenant, so the bound,
     # relative to the cell's choices, never passes one over).
     doc, blob = fitted
@@ -225,7 +225,7 @@ def test_the_spread_bound_reaches_the_placers(fitted: tuple[dict[str, Any], byte
         assert view.placer is not None and view.placer.cobusy_spread == bound
         view.place("", 1, (), 64 << 20, chosen=["t0-0"])  # another bucket's placer, built on use
         assert all(p.cobusy_spread == bound for p in view._placers.values())
-    assert build_config(None, {}, {}).placement_cobusy_spread == 2.0
+    assert build_config(None, {}, {}).placement_cobusy_spread == 0.0
     for bad in ("0.5", "nan", "inf"):
         with pytest.raises(Exception, match="placement_cobusy_spread: must be"):
             build_config(None, {"HARVEST_PLACEMENT_COBUSY_SPREAD": bad}, {})

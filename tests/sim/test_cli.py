@@ -128,6 +128,13 @@ def test_mover_options_in_availability_and_durability(
             assert r["moved_replicas"] == 0
         else:  # one replica per block and daily pass at most
             assert 0 < r["moved_replicas"] <= 5 * 3000
+    # With the spread bound on, the run's settings and its report section say so (off: not shown).
+    spread = tmp_path / "dur-spread"
+    assert main(["sim", "durability", *_common(traces, spread), "--replicas", "3", "--blocks", "3000", "--days", "6",
+                 "--systems", "HDFS-H-cobusy", "--cobusy-spread", "2"]) == 0
+    assert json.loads((spread / "results.json").read_text())["settings"]["cobusy_spread"] == 2.0
+    text = write_report([tmp_path / "dur", spread], tmp_path / "r.md").read_text()
+    assert text.count("`cobusy_spread=2.0`") == 1
     out = tmp_path / "avail"
     # Two days of accesses: the second day's pass refits on the first and finds better tenants.
     assert main(["sim", "availability", *_common(traces, out), "--levels", "0.5", "--replicas", "3", "--days", "2",

@@ -110,16 +110,3 @@ def test_exposure_is_checked_where_the_records_count_it() -> None:
     assert any(c.startswith("- simulated before 2026-11-27") for c in checks)
     (h_row,) = [r for r in rows if "| HDFS-H |" in r]
     assert "| - |" in h_row
-
-
-def test_co_busy_sections_from_before_the_spread_bound_say_so() -> None:
-    """The spread bound changed every co-busy placement: a section whose command had no
-    ``--cobusy-spread`` says its co-busy rows predate it; HDFS-H-only sections and new ones do not."""
-    doc = _durability_doc({"HDFS-H": [0, 0], "HDFS-H-cobusy-mover": [0, 0]})
-    _, checks = SECTIONS["durability"](doc)
-    assert any(c.startswith("- co-busy rows from before the spread bound of 2026-11-27") for c in checks)
-    doc["settings"]["cobusy_spread"] = 2.0
-    _, checks = SECTIONS["durability"](doc)
-    assert not any("spread bound" in c for c in checks)
-    _, checks = SECTIONS["durability"](_durability_doc({"HDFS-Stock": [3], "HDFS-H": [0]}))
-    assert not any("spread bound" in c for c in checks)
