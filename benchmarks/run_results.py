@@ -46,6 +46,9 @@ FULL: dict[str, list[str]] = {
     # The same at the size where HDFS-H loses a block now and then (1 and 0 in gen-durability-r3's runs).
     "gen-durability-r3-cobusy-4m": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks",
                                     "4000000", "--runs", "2", "--systems", "HDFS-H,HDFS-H-cobusy,HDFS-H-cobusy-mover"],
+    # The 4M year of the mover as it is by default, next to HDFS-H (the streams of gen-durability-r3-cobusy-4m).
+    "gen-durability-r3-mover-4m": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3", "--blocks",
+                                   "4000000", "--runs", "2", "--systems", "HDFS-H,HDFS-H-cobusy-mover"],
     # The 4M year with the spread bound (--cobusy-spread 2, off by default): one run, side by side.
     "gen-durability-r3-cobusy-4m-spread2": ["durability", *GEN, "--reimage-days", "365", "--replicas", "3",
                                             "--blocks", "4000000", "--runs", "1", "--cobusy-spread", "2",
@@ -128,6 +131,7 @@ STANDARD: dict[str, list[str]] = {
     "gen-durability-r3": _with(FULL["gen-durability-r3"], runs="2"),
     "gen-durability-r3-cobusy": FULL["gen-durability-r3-cobusy"],
     "gen-durability-r3-cobusy-4m": FULL["gen-durability-r3-cobusy-4m"],
+    "gen-durability-r3-mover-4m": FULL["gen-durability-r3-mover-4m"],
     "gen-durability-r3-cobusy-4m-spread2": FULL["gen-durability-r3-cobusy-4m-spread2"],
     "gen-durability-r3-cobusy-seed1": FULL["gen-durability-r3-cobusy-seed1"],
     "gen-durability-r3-cobusy-4m-seed1": FULL["gen-durability-r3-cobusy-4m-seed1"],
