@@ -298,8 +298,8 @@ class ReplicaPlacer(PlacerBase):
         return grid & (self._spread_taken[tenants] > self._cobusy_spread * np.maximum(share, n))
 
     def _took(self, s: int | None) -> int | None:
-        """Count a co-busy choice of server ``s`` for the spread bound."""
-        if s is not None:
+        """Count a co-busy choice of server ``s`` for the spread bound (nothing to count without one)."""
+        if s is not None and self._cobusy_spread > 0.0:
             t = self._server_tenant[s]
             self._spread_taken[t] += 1.0
             c = self._tenant_cell[t]
