@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError, validate
-from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD
+from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD, REIMAGE_CHOICES
 from placement_service.validate import InputError
 
 RECLUSTER_PRIORITIES = ("idle", "low", "normal")
@@ -108,6 +108,10 @@ class ServiceConfig:
     # tenants' replicas at some cost in availability (docs/policy.md). Choices are counted per placer,
     # i.e. since the policy view was last rebuilt.
     placement_cobusy_spread: float = COBUSY_SPREAD
+    # HDFS-H-cobusy's server choice within the chosen tenant (core.placement.REIMAGE_CHOICES): the
+    # node with the fewest reimages seen (reimages_file and the reimages reported to the service) of
+    # this many random usable nodes of the tenant; 1: a uniform node. The tenant is chosen as before.
+    placement_reimage_choices: int = REIMAGE_CHOICES
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99
     placement_strict_min_blocks: int = 200
@@ -292,6 +296,7 @@ def _check_insight_settings(cfg: ServiceConfig) -> None:
         ("placement_cobusy_spread",
          cfg.placement_cobusy_spread == 0.0 or 1.0 <= cfg.placement_cobusy_spread < math.inf,
          "0 (no bound) or >= 1 and finite"),
+        ("placement_reimage_choices", cfg.placement_reimage_choices >= 1, ">= 1"),
         ("decision_log_size", cfg.decision_log_size >= 1, ">= 1"),
         ("decision_log_sample", 0.0 <= cfg.decision_log_sample <= 1.0, "in [0, 1]"),
         ("silent_after_s", 0.0 < cfg.silent_after_s < math.inf, "> 0 and finite"),

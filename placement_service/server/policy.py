@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 
 from placement_service.core.cobusy import reimage_penalty
-from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD, PlacementConfig, ReplicaPlacer
+from placement_service.core.placement import (
+    COBUSY_RISK_TARGET,
+    COBUSY_SPREAD,
+    REIMAGE_CHOICES,
+    PlacementConfig,
+    ReplicaPlacer,
+)
 from placement_service.core.selection import ClassSelector, SelectionConfig
 from placement_service.core.types import (
     ClassTable,
@@ -96,6 +102,7 @@ class StaticInputs:
     node_rack: Mapping[str, str]
     reimage_rates: Mapping[str, float]  # tenant -> reimages per server per 30-day month
     node_tenant: Mapping[str, str] = field(default_factory=dict)  # from the inventory
+    node_reimages: Mapping[str, float] = field(default_factory=dict)  # node -> reimages seen (the file's)
 
 
 def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
@@ -103,6 +110,7 @@ def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
     rack: dict[str, str] = {}
     rates: dict[str, float] = {}
     tenant: dict[str, str] = {}
+    seen: dict[str, float] = {}
     if cfg.inventory_file is not None:
         from placement_service.traces.io import load_inventory
 
@@ -114,10 +122,13 @@ def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
             from placement_service.traces.io import load_reimages
             from placement_service.traces.series import reimage_rates
 
-            rates = reimage_rates(load_reimages(cfg.reimages_file, known_servers=inv.server), inv)
+            events = load_reimages(cfg.reimages_file, known_servers=inv.server)
+            rates = reimage_rates(events, inv)
+            for node in events.server:
+                seen[node] = seen.get(node, 0.0) + 1.0
     elif cfg.reimages_file is not None:
         logger.warning("reimages_file needs inventory_file (server -> tenant); reimage rates ignored")
-    return StaticInputs(env, rack, rates, tenant)
+    return StaticInputs(env, rack, rates, tenant, seen)
 
 
 @dataclass(frozen=True)
@@ -314,13 +325,16 @@ def _placer_for(
     nodes: Mapping[str, NodeReport], harvestable: frozenset[str] | None, table: ClassTable | None, seed: int,
     block_size_mb: float, static: StaticInputs, busy_hours: bool = True, cobusy: CobusyEstimates | None = None,
     cobusy_risk_target: float = COBUSY_RISK_TARGET, cobusy_spread: float = COBUSY_SPREAD,
+    reimage_choices: int = REIMAGE_CHOICES,
 ) -> tuple[ReplicaPlacer | None, frozenset[str]]:
     """The replica placer over the usable nodes; with ``cobusy`` and a grid, each further replica
     goes to the allowed tenant least likely busy with the block's tenants so far (HDFS-H-cobusy:
     estimates aligned to the placer's tenants, new tenants at the population's mean; each tenant's
     estimate times ``1 + core.cobusy.reimage_penalty`` of the static reimage rates, as the
     simulator does; re-replications take any tenant under ``cobusy_risk_target``, and a tenant past ``cobusy_spread``
-    times its share of the choices is passed over while another keeps the block under the target); otherwise, with
+    times its share of the choices is passed over while another keeps the block under the target; within the
+    chosen tenant, the node with the fewest reimages seen, ``static.node_reimages``, of ``reimage_choices``
+    random ones); otherwise, with
     ``busy_hours`` and a table that has busy-hour profiles, replicas avoid tenants busy at the same
     hours (tenants without a profile, e.g. new ones, count as never busy)."""
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)
@@ -349,7 +363,8 @@ def _placer_for(
                 servers[t] = servers.get(t, 0) + 1
             penalty = reimage_penalty(static.reimage_rates, grid, servers)
         placer = ReplicaPlacer(inv, grid, config=config, seed=seed, cobusy=model, cobusy_penalty=penalty,
-                               cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread)
+                               cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
+                               server_reimages=static.node_reimages, reimage_choices=reimage_choices)
     else:
         hours = table.busy_hours if busy_hours and table is not None and table.busy_hours and grid else None
         placer = ReplicaPlacer(inv, grid, config=config, seed=seed, busy_hours=hours)
@@ -434,7 +449,7 @@ def build_policy_view(
     try:
         placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static,
                                            use_hours, estimates, cfg.placement_cobusy_risk_target,
-                                           cfg.placement_cobusy_spread)
+                                           cfg.placement_cobusy_spread, cfg.placement_reimage_choices)
     except PolicyError as exc:
         logger.error("cannot build the replica placer: %s", exc)
         placer, placer_nodes = None, frozenset()
@@ -442,7 +457,8 @@ def build_policy_view(
 
     def make_placer(bucket_mb: float) -> ReplicaPlacer | None:
         return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static, use_hours, estimates,
-                           cfg.placement_cobusy_risk_target, cfg.placement_cobusy_spread)[0]
+                           cfg.placement_cobusy_risk_target, cfg.placement_cobusy_spread,
+                           cfg.placement_reimage_choices)[0]
 
     node_env = {n: static.node_environment.get(n, nodes[n].tenant) for n in placer_nodes}
     return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates,

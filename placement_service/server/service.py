@@ -56,6 +56,7 @@ from placement_service.server.policy import (
     NO_GRID,
     PlaceDecision,
     PolicyView,
+    StaticInputs,
     build_policy_view,
     load_static_inputs,
 )
@@ -193,11 +194,13 @@ class PlacementService:
         self._selection, self._selection_source = self.insight.selection_config()
         cobusy = self._load_cobusy(version, doc)
         self._policy: PolicyView = build_policy_view(cfg, version, doc, self._nodes, self._effective_harvestable(),
-                                                     static=self._static, selection=self._selection,
+                                                     static=self._static_now(), selection=self._selection,
                                                      elastic_nodes=self._lent_elastic(), cobusy=cobusy)
         self._report_mode(self._policy)
         self._nodes_version = 0
         self._policy_nodes_version = 0
+        self._reimages_version = 0  # reimages reported since the start; the view's count below
+        self._policy_reimages_version = 0
         self._policy_stale = False
         # One rebuild at a time (compaction tick, adoption, harvestable or elastic change, placement
         # path): each reads the current view and swaps in its own, so unserialized a rebuild that
@@ -582,7 +585,8 @@ class PlacementService:
 
     def record_reimages(self, events: Sequence[tuple[str, float, str]]) -> tuple[int, int]:
         """Store reimages (node, epoch s, how) reported live; the node's tenant is taken from its
-        reports (or the inventory). Returns (new, already known)."""
+        reports (or the inventory). New ones mark the policy view stale (the co-busy placer counts
+        each node's reimages seen). Returns (new, already known)."""
         rows = []
         with self._nodes_lock:
             tenants = {n: r.tenant for n, r in self._nodes.items()}
@@ -594,7 +598,22 @@ class PlacementService:
             rows.append((node, float(ts), tenant, how))
         new = self.state.add_reimages(rows)
         self.metrics.inc("harvest_reimages_reported_total", new)
+        if new:  # the co-busy placer's server choice counts them: rebuilt on the next compaction tick
+            with self._nodes_lock:
+                self._reimages_version += 1
         return new, len(rows) - new
+
+    def _static_now(self) -> StaticInputs:
+        """The operator's static inputs with each node's reimages seen: the reimages file's plus every
+        reimage reported to the service (``POST /v1/reimages``; what the co-busy placer's server
+        choice reads, ``placement_reimage_choices``). An event in both counts twice."""
+        reported = self.state.load_reimages()
+        if not reported:
+            return self._static
+        seen = dict(self._static.node_reimages)
+        for node, _ts, _tenant, _how in reported:
+            seen[node] = seen.get(node, 0.0) + 1.0
+        return replace(self._static, node_reimages=seen)
 
     def reimage_rates(self, servers_per_tenant: Mapping[str, int], now_s: float) -> dict[str, float]:
         """Reimages per server per 30-day month for the grid rows. A tenant with live reimages in the
@@ -695,9 +714,10 @@ class PlacementService:
     def _refresh_policy_locked(self, doc: dict[str, Any] | None, version: int | None, table: Any,
                                background: bool, cobusy: CobusyState | None) -> None:
         with self._nodes_lock:
-            nodes_version = self._nodes_version
+            nodes_version, reimages_version = self._nodes_version, self._reimages_version
             selection, selection_source = self.insight.selection_config()
-            changed = doc is not None or nodes_version != self._policy_nodes_version or self._policy_stale
+            changed = (doc is not None or nodes_version != self._policy_nodes_version or self._policy_stale
+                       or reimages_version != self._policy_reimages_version)
             nodes = dict(self._nodes)
         old = self._policy
         if not changed:
@@ -723,7 +743,7 @@ class PlacementService:
             with duty_cycle(*(REBUILD_DUTY_CYCLE if background else (0.0, 0.0))):
                 view = build_policy_view(
                     self.cfg, old.version if version is None else version, old.doc if doc is None else doc,
-                    nodes, self._effective_harvestable(), static=self._static,
+                    nodes, self._effective_harvestable(), static=self._static_now(),
                     # A new table brings each class's latest CPU from the history; reports refine it on
                     # the next compaction tick (``update_current``), keeping the swap itself short.
                     current_window_s=None if doc is not None else self.cfg.current_window_s,
@@ -738,7 +758,9 @@ class PlacementService:
         self._policy = view  # one reference swap: requests see the old or the new view, never a mix
         self._selection, self._selection_source = selection, selection_source
         self._policy_nodes_version = nodes_version
+        self._policy_reimages_version = reimages_version
         self._policy_stale = False
+        self.metrics.inc("harvest_policy_rebuilds_total")
         if view.mode != old.mode:
             logger.info("replica placement: %s (configured %s)%s", view.mode.mode, view.mode.configured,
                         f": {view.mode.reason}" if view.mode.reason else "")

@@ -28,6 +28,7 @@ from placement_service.core.mover import MoveConfig, MoveReport, move_at_risk
 from placement_service.core.placement import (
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
+    REIMAGE_CHOICES,
     PlacementConfig,
     PlacementResult,
     ReplicaPlacer,
@@ -261,10 +262,13 @@ def make_placer(
     reimage_rate: Mapping[str, float] | None = None,
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
     cobusy_spread: float = COBUSY_SPREAD,
+    server_reimages: Mapping[str, float] | None = None,
+    reimage_choices: int = REIMAGE_CHOICES,
 ) -> Placer:
     """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H, -risk; -hours with the tenants'
     ``busy_hours``; -cobusy with their ``cobusy`` estimates, penalized by ``reimage_rate`` when given:
-    ``core.cobusy.reimage_penalty``, and ``cobusy_risk_target``, ``cobusy_spread``: ``ReplicaPlacer``'s) or
+    ``core.cobusy.reimage_penalty``, and ``cobusy_risk_target``, ``cobusy_spread``, ``server_reimages`` (the
+    history's reimages per server), ``reimage_choices``: ``ReplicaPlacer``'s) or
     ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
     if system in (HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER):
@@ -277,7 +281,8 @@ def make_placer(
                 reimage_rate, grid, {t: int(servers[i]) for i, t in enumerate(dc.series.tenants)}
             )
         return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, cobusy=cobusy, cobusy_penalty=penalty,
-                             cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread)
+                             cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
+                             server_reimages=server_reimages, reimage_choices=reimage_choices)
     if system is HdfsSystem.H_HOURS:
         if busy_hours is None:
             raise ValueError("HDFS-H-hours needs the tenants' busy-hour profiles")

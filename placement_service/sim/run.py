@@ -17,7 +17,7 @@ import numpy as np
 
 from placement_service.core.forecast import fit_headroom_forecast
 from placement_service.core.mover import MoveConfig, MoveReport
-from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD, ReplicaPlacer
+from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD, REIMAGE_CHOICES, ReplicaPlacer
 from placement_service.core.selection import SelectionConfig
 from placement_service.core.types import GridCell, Job, ReimageEvents
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
@@ -181,18 +181,36 @@ def run_schedule(
         f"{rec['avg_job_time_s']:.0f} s, {rec['killed_tasks']} killed ({rec['wall_s']:.1f} s)"))
 
 
-def _tenant_rates(dc: SimDatacenter) -> dict[str, float]:
-    from placement_service.traces.series import reimage_rates
-
+def _past_reimages(dc: SimDatacenter) -> tuple[ReimageEvents, float] | None:
+    """The history the grid learns from: the first month of reimages (the rest is the future), and
+    its span in seconds; None without reimages."""
     if dc.reimages is None or len(dc.reimages.server) == 0:
-        return {t: 0.0 for t in dc.series.tenants}
-    # The history the grid learns from: the first month of reimages (the rest is the future).
+        return None
     month_s = 30 * DAY_S
     span = min(dc.reimage_window_s or dc.series.n_slots * dc.series.interval_s, month_s)
     ts = np.asarray(dc.reimages.timestamp_s, dtype=np.float64)
     seen = ts < dc.series.start_s + span
-    past = ReimageEvents(ts[seen], tuple(np.asarray(dc.reimages.server, dtype=object)[seen].tolist()))
-    return reimage_rates(past, dc.inventory, span_s=span)
+    return ReimageEvents(ts[seen], tuple(np.asarray(dc.reimages.server, dtype=object)[seen].tolist())), span
+
+
+def _tenant_rates(dc: SimDatacenter) -> dict[str, float]:
+    from placement_service.traces.series import reimage_rates
+
+    past = _past_reimages(dc)
+    if past is None:
+        return {t: 0.0 for t in dc.series.tenants}
+    return reimage_rates(past[0], dc.inventory, span_s=past[1])
+
+
+def server_reimages(dc: SimDatacenter) -> dict[str, float]:
+    """Reimages per server in the history (the first month, as :func:`_tenant_rates`): what the
+    co-busy placers know of each server before the simulated span (``ReplicaPlacer``'s
+    ``server_reimages``; the simulated reimages then count through ``reset_server``)."""
+    past = _past_reimages(dc)
+    if past is None:
+        return {}
+    names, counts = np.unique(np.asarray(past[0].server, dtype=object).astype(str), return_counts=True)
+    return {str(n): float(c) for n, c in zip(names, counts, strict=True)}
 
 
 RISK_SIGMAS = 4.0
@@ -233,6 +251,7 @@ def run_durability(
     move_every_days: float = MOVE_EVERY_DAYS,
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
     cobusy_spread: float = COBUSY_SPREAD,
+    reimage_choices: int = REIMAGE_CHOICES,
 ) -> list[Record]:
     """Durability: one record per (system, replicas, run), the same for any ``workers``;
     ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``).
@@ -247,7 +266,7 @@ def run_durability(
     grids = system_grids(dc, dc.cpu, hist, seed)
     hours = busy_hour_masks(dc, dc.cpu, hist, busy_cpu)
     cobusy = cobusy_model(dc, dc.cpu, hist, busy_cpu) if COBUSY_SYSTEMS.intersection(systems) else None
-    rates = _tenant_rates(dc)
+    rates, seen = _tenant_rates(dc), server_reimages(dc)
     schedules = {run: year_of_reimages(dc, config.days, Streams(seed, run).get("reimages")) for run in range(runs)}
     points = [(run, r, system) for run in range(runs) for r in replicas for system in systems]
 
@@ -259,6 +278,7 @@ def run_durability(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
             cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
+            server_reimages=seen, reimage_choices=reimage_choices,
         )
         mover: Callable[[float, np.ndarray], MoveReport] | None = None
         if system is HdfsSystem.H_COBUSY_MOVER:
@@ -303,6 +323,7 @@ def run_availability(
     move_every_days: float = MOVE_EVERY_DAYS,
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
     cobusy_spread: float = COBUSY_SPREAD,
+    reimage_choices: int = REIMAGE_CHOICES,
 ) -> list[Record]:
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``.
     HDFS-H-cobusy-mover refits its estimates and moves replicas every ``move_every_days`` of the
@@ -310,7 +331,7 @@ def run_availability(
     ``cobusy_risk_target``: as in :func:`run_durability` (no re-replications here: it changes nothing)."""
     move_config = _move_settings(move_config, move_every_days)
     hist = _history_slots(dc, config.history_days)
-    rates = _tenant_rates(dc)
+    rates, seen = _tenant_rates(dc), server_reimages(dc)
     per_level = {}
     for lv in levels:
         cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
@@ -327,6 +348,7 @@ def run_availability(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
             cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
+            server_reimages=seen, reimage_choices=reimage_choices,
         )
         mover = None
         if system is HdfsSystem.H_COBUSY_MOVER:

@@ -398,3 +398,73 @@ def test_spread_bound_refuses_what_is_not_a_factor(bad: float) -> None:
     cells, model, inv = _spread_cell()
     with pytest.raises(PolicyError, match="cobusy_spread must be 0 \\(no bound\\) or >= 1"):
         ReplicaPlacer(inv, cells, cobusy=model, cobusy_spread=bad)
+
+
+def _one_tenant_cell(servers: int = 10) -> tuple[dict[str, GridCell], CobusyModel, Inventory]:
+    """Writer ``w`` alone in cell (0, 0); cell (1, 1) holds the quiet tenant ``q`` (``servers``
+    servers) and the busy ``b`` (two servers); independent, one environment per tenant."""
+    names = ["w", "q", "b"]
+    m1 = np.array([1e-3, 1e-3, 0.5])
+    cells = {"w": GridCell(0, 0), "q": GridCell(1, 1), "b": GridCell(1, 1)}
+    rows = [(f"{t}-s{k}", t, f"env-{t}", "r0", 10000.0) for t in names for k in range(servers if t == "q" else 2)]
+    return cells, CobusyModel(tuple(names), m1, np.outer(m1, m1)), make_inventory(rows)
+
+
+def test_replicas_go_to_the_chosen_tenants_less_reimaged_servers() -> None:
+    # q's first five servers were reimaged three times each in the history, the other five never.
+    # The tenant is chosen as before (q, the lowest estimate, every time); within it, two random
+    # servers and the one with fewer reimages seen: a reimaged server takes a replica only when both
+    # draws are reimaged ones (about 1 in 4), against 1 in 2 for a uniform server (one choice).
+    cells, model, inv = _one_tenant_cell()
+    seen = {f"q-s{k}": 3.0 for k in range(5)}
+
+    def on_reimaged(choices: int, seed: int) -> float:
+        placer = ReplicaPlacer(inv, cells, seed=seed, cobusy=model, server_reimages=seen, reimage_choices=choices)
+        rng = np.random.default_rng(seed)
+        got = [placer.place("w-s0", 2, rng=rng).targets[1] for _ in range(400)]
+        assert all(s.startswith("q-") for s in got)  # the tenant choice is unchanged
+        return float(np.mean([s in seen for s in got]))
+
+    for seed in (1, 2, 3):
+        uniform, two = on_reimaged(1, seed), on_reimaged(2, seed)
+        assert 0.42 < uniform < 0.58 and 0.17 < two < 0.33, (seed, uniform, two)
+        assert on_reimaged(5, seed) < 0.05  # five draws: almost always one of the never reimaged
+
+
+def test_reimages_seen_count_the_history_and_every_reset_server() -> None:
+    # reset_server is what the durability year (and a cluster) calls on a reimage: the wiped server
+    # then counts one more, so a server reimaged over and over stops taking replicas it would lose.
+    cells, model, inv = _one_tenant_cell(servers=2)
+    placer = ReplicaPlacer(inv, cells, seed=4, cobusy=model, server_reimages={"q-s0": 1.0, "gone": 9.0})
+    assert placer.reimages_seen("q-s0") == 1.0 and placer.reimages_seen("q-s1") == 0.0
+    for _ in range(3):
+        placer.reset_server("q-s1")
+    assert placer.reimages_seen("q-s1") == 3.0
+    rng = np.random.default_rng(4)
+    got = [placer.place("w-s0", 2, rng=rng).targets[1] for _ in range(200)]
+    assert 0.65 < got.count("q-s0") / len(got) < 0.85  # q-s1 only when both draws are q-s1 (1 in 4)
+
+
+def test_one_reimage_choice_ignores_the_history_draw_for_draw() -> None:
+    # reimage_choices=1 is HDFS-H's uniform server: a skewed history changes no target.
+    cells, model, inv = _spread_cell()
+    a = ReplicaPlacer(inv, cells, seed=6, cobusy=model, reimage_choices=1)
+    b = ReplicaPlacer(inv, cells, seed=6, cobusy=model, reimage_choices=1, server_reimages={"q-s0": 5.0})
+    ra, rb = np.random.default_rng(6), np.random.default_rng(6)
+    assert [a.place("w-s0", 2, rng=ra).targets for _ in range(100)] == [
+        b.place("w-s0", 2, rng=rb).targets for _ in range(100)
+    ]
+
+
+@pytest.mark.parametrize("choices", [0, -1, 1.5])
+def test_reimage_choices_must_be_a_positive_integer(choices: float) -> None:
+    cells, model, inv = _one_tenant_cell()
+    with pytest.raises(PolicyError, match="reimage_choices must be an integer >= 1"):
+        ReplicaPlacer(inv, cells, cobusy=model, reimage_choices=choices)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("count", [-1.0, float("nan"), float("inf")])
+def test_server_reimages_must_be_counts(count: float) -> None:
+    cells, model, inv = _one_tenant_cell()
+    with pytest.raises(PolicyError, match=r"server_reimages\['q-s0'\]: a count >= 0"):
+        ReplicaPlacer(inv, cells, cobusy=model, server_reimages={"q-s0": count})

@@ -56,6 +56,15 @@ class ServerProc:
         except ValueError:
             return status, text
 
+    def metric(self, name: str) -> float:
+        """The value of an unlabelled metric on ``GET /metrics`` (0 while it was never set)."""
+        status, text = self.call("GET", "/metrics", token=None)
+        assert status == 200, text
+        for line in str(text).splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+        return 0.0
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

@@ -47,9 +47,14 @@ def _cpu_frac(r: int, c: int, t_s: np.ndarray, start_s: int, rng: np.random.Gene
     return cpu
 
 
+EXTRA_REIMAGES = 4
+"""Reimages of each tenant's node ``-0`` on top of its row's (the server choice within a tenant)."""
+
+
 def write_static_files(tmp: Path, now_s: float) -> tuple[Path, Path]:
     """Inventory (each tenant its own environment) and reimages: row r's servers r reimages each,
-    so the grid rows follow r (and the reimage penalty has rates to work with)."""
+    so the grid rows follow r (and the reimage penalty has rates to work with), and each tenant's
+    node ``-0`` ``EXTRA_REIMAGES`` more (the same for every tenant: the rows do not change)."""
     inv = tmp / "inventory.csv"
     rows = ["server,tenant,environment,rack,cores,memory_mb,storage_gb"]
     events = ["timestamp,server"]
@@ -60,7 +65,7 @@ def write_static_files(tmp: Path, now_s: float) -> tuple[Path, Path]:
             for n in range(NODES_PER_TENANT):
                 node = f"{t}-{n}"
                 rows.append(f"{node},{t},{t},/rack{r},{CORES},16384,1000")
-                for _ in range(r):
+                for _ in range(r + (EXTRA_REIMAGES if n == 0 else 0)):
                     k += 1
                     events.append(f"{now_s - 40 * 86400 + k * 3600:.0f},{node}")
     inv.write_text("\n".join(rows) + "\n")
@@ -120,9 +125,9 @@ def mode_of(server: ServerProc) -> dict[str, object]:
     return mode
 
 
-def place_blocks(server: ServerProc, n_blocks: int) -> list[list[str]]:
-    """Tenants of each block's replicas, written from every node in turn; every other block through
-    gRPC ``ChooseTargets`` (what the NameNode shim calls), the others through HTTP."""
+def place_nodes(server: ServerProc, n_blocks: int) -> list[list[str]]:
+    """Nodes of each block's replicas (the writer's first), written from every node in turn; every
+    other block through gRPC ``ChooseTargets`` (what the NameNode shim calls), the others through HTTP."""
     out = []
     writers = [f"{tenant_of(r, c)}-{k}" for r in range(3) for c in range(3) for k in range(NODES_PER_TENANT)]
     channel = grpc.insecure_channel(server.grpc)
@@ -140,10 +145,22 @@ def place_blocks(server: ServerProc, n_blocks: int) -> list[list[str]]:
                 assert status == 200, doc
                 targets, relaxed = doc["targets"], doc["relaxed"]
             assert len(targets) == 3 and not relaxed, (targets, relaxed)
-            out.append([t.split("-")[0] for t in targets])
+            assert targets[0] == writer
+            out.append(list(targets))
     finally:
         channel.close()
     return out
+
+
+def place_blocks(server: ServerProc, n_blocks: int) -> list[list[str]]:
+    """Tenants of each block's replicas (:func:`place_nodes`)."""
+    return [[t.split("-")[0] for t in nodes] for nodes in place_nodes(server, n_blocks)]
+
+
+def share_on(blocks: list[list[str]], suffix: str) -> float:
+    """Share of the replicas the placer chose (not the writer's) that are on nodes ``*-<suffix>``."""
+    chosen = [n for nodes in blocks for n in nodes[1:]]
+    return sum(n.endswith(f"-{suffix}") for n in chosen) / len(chosen)
 
 
 @pytest.fixture(scope="module")
@@ -173,12 +190,30 @@ def test_replicas_stay_off_tenants_busy_together(tmp_path: Path, static_files: t
             assert isinstance(est, dict) and est["version"] == st["class_table_version"] and est["tenants"] == 9
         else:
             assert mode["mode"] == mode["configured"] == "HDFS-H-hours" and mode["cobusy_estimates"] is None, mode
-        blocks = place_blocks(server, 270)
+        nodes = place_nodes(server, 270)
+        if cobusy:
+            # Reimages reported live count too: each tenant's node -1 reimaged 8 times now; once the
+            # view is rebuilt (the next compaction tick), -1 is passed over like -0.
+            before = server.metric("harvest_policy_rebuilds_total")
+            now = time.time()
+            events = [{"node": f"{tenant_of(r, c)}-1", "timestamp": now - 3600 + 60 * k}
+                      for r in range(3) for c in range(3) for k in range(8)]
+            assert server.call("POST", "/v1/reimages", {"events": events})[0] == 202
+            deadline = time.monotonic() + 60
+            while server.metric("harvest_policy_rebuilds_total") <= before and time.monotonic() < deadline:
+                time.sleep(0.2)
+            after = place_nodes(server, 270)
+    blocks = [[t.split("-")[0] for t in b] for b in nodes]
     together = sum(1 for tenants in blocks if len({group_of(t) for t in tenants}) < 3)
     if cobusy:
         assert together == 0, [b for b in blocks if len({group_of(t) for t in b}) < 3][:5]
+        # Within the chosen tenant, the node with fewer reimages seen of two random ones: -0 (4 more
+        # in the reimages file) only when both draws are -0, about 1 in 9 against 1 in 3.
+        assert share_on(nodes, "0") < 0.2 and share_on(nodes, "1") > 0.35, (share_on(nodes, "0"), share_on(nodes, "1"))
+        assert share_on(after, "1") < 0.2 and share_on(after, "2") > 0.5, (share_on(after, "1"), share_on(after, "2"))
     else:
         assert together > 0  # by the grid alone, about half of the blocks
+        assert 0.25 < share_on(nodes, "0") < 0.42  # HDFS-H-hours: a uniform node of the tenant
 
 
 def _state(data_dir: Path) -> sqlite3.Connection:

@@ -222,3 +222,26 @@ def test_with_capacity_everywhere_a_repair_source_is_a_uniform_random_survivor()
     assert ok.all()
     counts = np.bincount(src, minlength=5)
     assert np.all(np.abs(counts[:3] - 1000) < 100) and np.all(np.abs(counts[3:] - 1500) < 120)
+
+
+def test_fewer_reimages_seen_means_fewer_re_replications() -> None:
+    # One server of each tenant is reimaged every 5 days, the first month included (what the
+    # placer knows beforehand); the others never. HDFS-H-cobusy with one reimage choice puts about
+    # a quarter of the replicas it chooses on those servers; with two, about 1 in 16, so the year's
+    # re-replications (the replicas those reimages wipe) fall. The tenant choice is the same rule.
+    dc = make_dc(daily_cpu(9, 1.0), servers_per_tenant=4, storage_gb=4000.0)
+    hot = [s for i, s in enumerate(dc.inventory.server) if i % 4 == 0]
+    # (one tenant's at a time, half a day apart, so that no block loses every replica at once)
+    at = np.arange(0.0, 60 * DAY_S, 5 * DAY_S)[:, None] + 3600.0 + 0.5 * DAY_S * np.arange(len(hot))[None, :]
+    order = np.argsort(at.reshape(-1), kind="stable")
+    events = ReimageEvents(at.reshape(-1)[order], tuple(np.array(hot * at.shape[0], dtype=object)[order].tolist()))
+    dc = dataclasses.replace(dc, reimages=events, reimage_window_s=60 * DAY_S)
+
+    def repairs(choices: int) -> list[int]:
+        recs = run_durability(dc, replicas=[3], runs=2, seed=3, config=DurabilityConfig(days=60, blocks=3000),
+                              history_days=1.0, systems=[HdfsSystem.H_COBUSY], reimage_choices=choices)
+        assert all(r["lost_blocks"] == 0 for r in recs)
+        return [int(r["repairs"]) for r in sorted(recs, key=lambda r: r["run"])]
+
+    one, two = repairs(1), repairs(2)
+    assert all(b < 0.8 * a for a, b in zip(one, two, strict=True)), (one, two)
