@@ -120,14 +120,16 @@ on the generated datacenter (0 without), and so did ``f = 4`` and every variant 
 empty, so the tenants reimaged most often took the replicas), and a bound whatever the estimate
 (Azure at 40.8%: HDFS-H-cobusy failed 743 accesses per million instead of 6-11)."""
 REIMAGE_CHOICES = 2
-"""With co-busy estimates: the server of a replica within the chosen tenant is the one with the
-fewest reimages seen (the history's and every ``reset_server`` since) of this many random usable
-servers of the tenant (1: uniform, as HDFS-H). The tenant, and so the block's availability, is
-chosen as before; only which of the tenant's servers holds the replica changes. Servers of one
-tenant differ in how often they are reimaged, and a server's past reimages predict its next ones:
-with two choices the generated datacenter's chosen servers are reimaged ~20% less in the next
-month than uniform ones (docs/bench/cobusy.md, "Fewer reimages per replica"). Two choices also
-bound how much more a low-count server receives (at most twice a uniform share)."""
+"""With co-busy estimates: of this many random candidates, the one with the fewest reimages seen
+(the history's, ``server_reimages``, and every ``reset_server`` since) takes the replica, where
+availability leaves a choice: (1) the server within the tenant the estimates chose (every co-busy
+pick), (2) for re-replications, the tenant among those that keep the block under the risk target
+(reimages seen per server of the tenant). 1: uniform, as HDFS-H. New blocks and moves still take
+the lowest estimate, so the tenants holding them, and their availability, do not change. The
+exposure of a year of reimages follows its re-replications (how many replicas sat on servers when
+they were reimaged), and past reimages predict the next ones (docs/bench/cobusy.md, "Fewer
+reimages per replica"). Two choices bound what a rarely reimaged candidate receives to at most
+twice a uniform share."""
 
 
 
@@ -267,13 +269,20 @@ class ReplicaPlacer(PlacerBase):
                 raise PolicyError(f"server_reimages[{name!r}]: a count >= 0, got {count!r}")
             if i is not None:
                 self._reimaged[i] = seen
+        # ... and per tenant (their sum), for the re-replications' choice among good-enough tenants.
+        self._tenant_reimaged = [0.0] * len(tenants)
+        for s_i, t in enumerate(server_tenant):
+            self._tenant_reimaged[t] += self._reimaged[s_i]
+        self._tenant_size = [float(len(m)) for m in members]
         self._init_usable()
 
     def reset_server(self, server: str) -> None:
         """A reimage wiped the server's disk: all of its space is free again, and it counts as one
         more reimage seen of that server (``REIMAGE_CHOICES``)."""
         super().reset_server(server)
-        self._reimaged[self._index[server]] += 1.0
+        s = self._index[server]
+        self._reimaged[s] += 1.0
+        self._tenant_reimaged[self._server_tenant[s]] += 1.0
 
     def reimages_seen(self, server: str) -> float:
         """The reimages of ``server`` this placer knows of (history and ``reset_server`` calls)."""
@@ -699,10 +708,22 @@ class ReplicaPlacer(PlacerBase):
         target = st.target
         if target > 0.0:
             safe = np.flatnonzero(scores <= target)
-            for _ in range(_TRIES if safe.size else 0):
+            # Good enough tenants are equal for availability: of ``reimage_choices`` allowed draws,
+            # the one whose servers were reimaged least often (reimages seen per server).
+            best, best_rate, found = -1, float("inf"), 0
+            seen, size = self._tenant_reimaged, self._tenant_size
+            for _ in range(_TRIES * self._reimage_choices if safe.size else 0):
                 j = int(safe[draw.index(safe.size)])
                 if allowed(j):
-                    return self._took(self._pick_server(pools[int(arr[j])], draw, taken))
+                    t = int(arr[j])
+                    rate = seen[t] / size[t]
+                    if rate < best_rate:
+                        best, best_rate = j, rate
+                    found += 1
+                    if found >= self._reimage_choices:
+                        break
+            if best >= 0:
+                return self._took(self._pick_server(pools[int(arr[best])], draw, taken))
         bound = np.inf
         ok: list[int] = []
         for j in _ascending(scores, _COBUSY_HEAD):

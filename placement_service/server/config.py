@@ -108,9 +108,10 @@ class ServiceConfig:
     # tenants' replicas at some cost in availability (docs/policy.md). Choices are counted per placer,
     # i.e. since the policy view was last rebuilt.
     placement_cobusy_spread: float = COBUSY_SPREAD
-    # HDFS-H-cobusy's server choice within the chosen tenant (core.placement.REIMAGE_CHOICES): the
-    # node with the fewest reimages seen (reimages_file and the reimages reported to the service) of
-    # this many random usable nodes of the tenant; 1: a uniform node. The tenant is chosen as before.
+    # HDFS-H-cobusy, where availability leaves a choice (core.placement.REIMAGE_CHOICES): the
+    # candidate with the fewest reimages seen (reimages_file and the reimages reported to the
+    # service) of this many random ones: the node within the chosen tenant, and for re-replications
+    # the tenant among those under the risk target; 1: uniform. New blocks' tenants are unchanged.
     placement_reimage_choices: int = REIMAGE_CHOICES
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99

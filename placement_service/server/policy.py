@@ -332,9 +332,9 @@ def _placer_for(
     estimates aligned to the placer's tenants, new tenants at the population's mean; each tenant's
     estimate times ``1 + core.cobusy.reimage_penalty`` of the static reimage rates, as the
     simulator does; re-replications take any tenant under ``cobusy_risk_target``, and a tenant past ``cobusy_spread``
-    times its share of the choices is passed over while another keeps the block under the target; within the
-    chosen tenant, the node with the fewest reimages seen, ``static.node_reimages``, of ``reimage_choices``
-    random ones); otherwise, with
+    times its share of the choices is passed over while another keeps the block under the target; the node within
+    the chosen tenant, and a repair's tenant among those under the target, the fewest reimages seen,
+    ``static.node_reimages``, of ``reimage_choices`` random ones); otherwise, with
     ``busy_hours`` and a table that has busy-hour profiles, replicas avoid tenants busy at the same
     hours (tenants without a profile, e.g. new ones, count as never busy)."""
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)

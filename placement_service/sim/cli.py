@@ -335,9 +335,10 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
                         "tenants' replicas (shorter re-replication backlogs at scale) at some cost in availability "
                         f"(2: HDFS's considerLoad factor; 0: off; default {COBUSY_SPREAD:g})")
     c.add_argument("--reimage-choices", type=int, default=REIMAGE_CHOICES,
-                   help="co-busy placements put a replica on the server with the fewest reimages seen (the "
-                        "history's, then the simulated ones) of this many random usable servers of the chosen "
-                        "tenant; the tenant is chosen as before (1: a uniform server, as HDFS-H; "
+                   help="where availability leaves a choice, co-busy placements take the candidate with the fewest "
+                        "reimages seen (the history's, then the simulated ones) of this many random ones: the server "
+                        "within the chosen tenant, and for re-replications the tenant among those under the risk "
+                        "target; new blocks and moves still take the lowest estimate (1: uniform, as HDFS-H; "
                         f"default {REIMAGE_CHOICES})")
     m = p.add_argument_group("HDFS-H-cobusy-mover (docs/policy.md, core/mover.py)")
     m.add_argument("--move-every-days", type=finite_float, default=MOVE_EVERY_DAYS,

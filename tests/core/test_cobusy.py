@@ -468,3 +468,35 @@ def test_server_reimages_must_be_counts(count: float) -> None:
     cells, model, inv = _one_tenant_cell()
     with pytest.raises(PolicyError, match=r"server_reimages\['q-s0'\]: a count >= 0"):
         ReplicaPlacer(inv, cells, cobusy=model, server_reimages={"q-s0": count})
+
+
+def test_re_replications_take_the_less_reimaged_of_the_good_enough_tenants() -> None:
+    # q0..q4 all keep a repaired block under the risk target, so for availability they are equal;
+    # q0's and q1's servers were reimaged five times each. With two choices a repair goes to q0 or
+    # q1 only when both draws are among them (about 4 in 25, against 2 in 5 uniformly), and a
+    # reimage seen later (reset_server) counts the same way. New blocks still take the lowest
+    # estimate, q0, however often it is reimaged: availability first.
+    cells, model, inv = _quiet_cell()
+    hot = {f"{t}-s{k}": 5.0 for t in ("q0", "q1") for k in range(2)}
+
+    def repaired(choices: int, seed: int, wipe: str | None = None) -> tuple[float, float]:
+        placer = ReplicaPlacer(inv, cells, seed=seed, cobusy=model, cobusy_risk_target=1e-5, server_reimages=hot,
+                               reimage_choices=choices)
+        for _ in range(12 if wipe else 0):
+            placer.reset_server(wipe)
+        rng = np.random.default_rng(seed)
+        got = []
+        for _ in range(500):
+            res = placer.place(None, 1, existing=["w-s0"], rng=rng)
+            placer.release(res.targets[0], placer.config.block_size_mb)
+            got.append(res.targets[0].split("-")[0])
+        assert all(placer.place("w-s0", 2, rng=rng).targets[1].startswith("q0-") for _ in range(20))
+        assert "b" not in got
+        return float(np.mean([t in ("q0", "q1") for t in got])), float(np.mean([t == "q2" for t in got]))
+
+    for seed in (1, 2):
+        uniform, _ = repaired(1, seed)
+        two, q2 = repaired(2, seed)
+        assert 0.33 < uniform < 0.47 and 0.1 < two < 0.23, (seed, uniform, two)
+        _, q2_wiped = repaired(2, seed, wipe="q2-s0")  # q2 now 6 a server: passed over like q0 and q1
+        assert q2_wiped < 0.5 * q2, (seed, q2, q2_wiped)
