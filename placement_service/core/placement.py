@@ -119,17 +119,20 @@ on the generated datacenter (0 without), and so did ``f = 4`` and every variant 
 (docs/bench/cobusy.md, 2026-11-27). Kept out: a bound on the servers' fill (a reimaged server is
 empty, so the tenants reimaged most often took the replicas), and a bound whatever the estimate
 (Azure at 40.8%: HDFS-H-cobusy failed 743 accesses per million instead of 6-11)."""
-REIMAGE_CHOICES = 2
-"""With co-busy estimates: of this many random candidates, the one with the fewest reimages seen
-(the history's, ``server_reimages``, and every ``reset_server`` since) takes the replica, where
-availability leaves a choice: (1) the server within the tenant the estimates chose (every co-busy
-pick), (2) for re-replications, the tenant among those that keep the block under the risk target
-(reimages seen per server of the tenant). 1: uniform, as HDFS-H. New blocks and moves still take
-the lowest estimate, so the tenants holding them, and their availability, do not change. The
-exposure of a year of reimages follows its re-replications (how many replicas sat on servers when
-they were reimaged), and past reimages predict the next ones (docs/bench/cobusy.md, "Fewer
-reimages per replica"). Two choices bound what a rarely reimaged candidate receives to at most
-twice a uniform share."""
+REIMAGE_CHOICES = 4
+"""With co-busy estimates: the server of a replica within the tenant the estimates chose is the one
+with the fewest reimages seen (the history's, ``server_reimages``, and every ``reset_server``
+since) of this many random usable servers of the tenant (1: uniform, as HDFS-H). The tenant, and so
+the block's availability, is chosen as before. Servers of one tenant differ in how often they are
+reimaged and their past reimages predict the next ones: one 4M-block year of the mover, 4 choices
+against 1, re-replications 15.2M against 16.2M and blocks taken to one replica 7,192 against
+7,915 (2 choices: 15.6M, 7,522; docs/bench/cobusy.md, "Fewer reimages per replica")."""
+REPAIR_CHOICES = 1
+"""With co-busy estimates, for re-replications: the tenant among those that keep the block under the
+risk target is the one whose servers were reimaged least often (reimages seen per server) of this
+many random ones (1: uniform, the default). Off by default: with 2 the same year's re-replications
+fell to 14.1M (under HDFS-H's 14.2M) but the block-hours at one replica rose from 137 to 319, the
+repairs crowding onto the rarely reimaged tenants (4: 13.1M and 567)."""
 
 
 
@@ -172,10 +175,12 @@ class ReplicaPlacer(PlacerBase):
         cobusy_spread: float = COBUSY_SPREAD,
         server_reimages: Mapping[str, float] | None = None,
         reimage_choices: int = REIMAGE_CHOICES,
+        repair_choices: int = REPAIR_CHOICES,
     ) -> None:
         super().__init__(inventory, config, seed)
-        if not (isinstance(reimage_choices, int) and reimage_choices >= 1):
-            raise PolicyError(f"ReplicaPlacer: reimage_choices must be an integer >= 1, got {reimage_choices!r}")
+        for name, k in (("reimage_choices", reimage_choices), ("repair_choices", repair_choices)):
+            if not (isinstance(k, int) and k >= 1):
+                raise PolicyError(f"ReplicaPlacer: {name} must be an integer >= 1, got {k!r}")
         if not (0.0 <= cobusy_risk_target < 1.0):  # also refuses NaN
             raise PolicyError(f"ReplicaPlacer: cobusy_risk_target must be in [0, 1), got {cobusy_risk_target}")
         if not (cobusy_spread == 0.0 or 1.0 <= cobusy_spread < float("inf")):  # also refuses NaN
@@ -261,6 +266,7 @@ class ReplicaPlacer(PlacerBase):
         # Reimages seen per server (the history's, then every reset_server): co-busy placements take
         # the least reimaged of ``reimage_choices`` random servers of the chosen tenant.
         self._reimage_choices = reimage_choices
+        self._repair_choices = repair_choices
         self._reimaged = [0.0] * len(inventory)
         for name, count in (server_reimages or {}).items():
             i = self._index.get(name)
@@ -708,11 +714,11 @@ class ReplicaPlacer(PlacerBase):
         target = st.target
         if target > 0.0:
             safe = np.flatnonzero(scores <= target)
-            # Good enough tenants are equal for availability: of ``reimage_choices`` allowed draws,
+            # Good enough tenants are equal for availability: of ``repair_choices`` allowed draws,
             # the one whose servers were reimaged least often (reimages seen per server).
             best, best_rate, found = -1, float("inf"), 0
             seen, size = self._tenant_reimaged, self._tenant_size
-            for _ in range(_TRIES * self._reimage_choices if safe.size else 0):
+            for _ in range(_TRIES * self._repair_choices if safe.size else 0):
                 j = int(safe[draw.index(safe.size)])
                 if allowed(j):
                     t = int(arr[j])
@@ -720,7 +726,7 @@ class ReplicaPlacer(PlacerBase):
                     if rate < best_rate:
                         best, best_rate = j, rate
                     found += 1
-                    if found >= self._reimage_choices:
+                    if found >= self._repair_choices:
                         break
             if best >= 0:
                 return self._took(self._pick_server(pools[int(arr[best])], draw, taken))

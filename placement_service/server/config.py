@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError, validate
-from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD, REIMAGE_CHOICES
+from placement_service.core.placement import (
+    COBUSY_RISK_TARGET,
+    COBUSY_SPREAD,
+    REIMAGE_CHOICES,
+    REPAIR_CHOICES,
+)
 from placement_service.validate import InputError
 
 RECLUSTER_PRIORITIES = ("idle", "low", "normal")
@@ -108,11 +113,13 @@ class ServiceConfig:
     # tenants' replicas at some cost in availability (docs/policy.md). Choices are counted per placer,
     # i.e. since the policy view was last rebuilt.
     placement_cobusy_spread: float = COBUSY_SPREAD
-    # HDFS-H-cobusy, where availability leaves a choice (core.placement.REIMAGE_CHOICES): the
-    # candidate with the fewest reimages seen (reimages_file and the reimages reported to the
-    # service) of this many random ones: the node within the chosen tenant, and for re-replications
-    # the tenant among those under the risk target; 1: uniform. New blocks' tenants are unchanged.
+    # HDFS-H-cobusy's node within the chosen tenant (core.placement.REIMAGE_CHOICES): the one with
+    # the fewest reimages seen (reimages_file and the reimages reported to the service) of this
+    # many random usable nodes of the tenant; 1: uniform. The tenant is chosen as before.
     placement_reimage_choices: int = REIMAGE_CHOICES
+    # HDFS-H-cobusy's re-replications (core.placement.REPAIR_CHOICES): of this many random tenants
+    # under the risk target, the one reimaged least often per node; 1 (the default): uniform.
+    placement_repair_choices: int = REPAIR_CHOICES
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99
     placement_strict_min_blocks: int = 200
@@ -298,6 +305,7 @@ def _check_insight_settings(cfg: ServiceConfig) -> None:
          cfg.placement_cobusy_spread == 0.0 or 1.0 <= cfg.placement_cobusy_spread < math.inf,
          "0 (no bound) or >= 1 and finite"),
         ("placement_reimage_choices", cfg.placement_reimage_choices >= 1, ">= 1"),
+        ("placement_repair_choices", cfg.placement_repair_choices >= 1, ">= 1"),
         ("decision_log_size", cfg.decision_log_size >= 1, ">= 1"),
         ("decision_log_sample", 0.0 <= cfg.decision_log_sample <= 1.0, "in [0, 1]"),
         ("silent_after_s", 0.0 < cfg.silent_after_s < math.inf, "> 0 and finite"),

@@ -33,6 +33,7 @@ from placement_service.core.placement import (
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
     REIMAGE_CHOICES,
+    REPAIR_CHOICES,
     PlacementConfig,
     ReplicaPlacer,
 )
@@ -325,7 +326,7 @@ def _placer_for(
     nodes: Mapping[str, NodeReport], harvestable: frozenset[str] | None, table: ClassTable | None, seed: int,
     block_size_mb: float, static: StaticInputs, busy_hours: bool = True, cobusy: CobusyEstimates | None = None,
     cobusy_risk_target: float = COBUSY_RISK_TARGET, cobusy_spread: float = COBUSY_SPREAD,
-    reimage_choices: int = REIMAGE_CHOICES,
+    reimage_choices: int = REIMAGE_CHOICES, repair_choices: int = REPAIR_CHOICES,
 ) -> tuple[ReplicaPlacer | None, frozenset[str]]:
     """The replica placer over the usable nodes; with ``cobusy`` and a grid, each further replica
     goes to the allowed tenant least likely busy with the block's tenants so far (HDFS-H-cobusy:
@@ -333,8 +334,9 @@ def _placer_for(
     estimate times ``1 + core.cobusy.reimage_penalty`` of the static reimage rates, as the
     simulator does; re-replications take any tenant under ``cobusy_risk_target``, and a tenant past ``cobusy_spread``
     times its share of the choices is passed over while another keeps the block under the target; the node within
-    the chosen tenant, and a repair's tenant among those under the target, the fewest reimages seen,
-    ``static.node_reimages``, of ``reimage_choices`` random ones); otherwise, with
+    the chosen tenant the one with the fewest reimages seen, ``static.node_reimages``, of
+    ``reimage_choices`` random ones, and with ``repair_choices`` > 1 a repair's tenant likewise among those
+    under the target); otherwise, with
     ``busy_hours`` and a table that has busy-hour profiles, replicas avoid tenants busy at the same
     hours (tenants without a profile, e.g. new ones, count as never busy)."""
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)
@@ -364,7 +366,8 @@ def _placer_for(
             penalty = reimage_penalty(static.reimage_rates, grid, servers)
         placer = ReplicaPlacer(inv, grid, config=config, seed=seed, cobusy=model, cobusy_penalty=penalty,
                                cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
-                               server_reimages=static.node_reimages, reimage_choices=reimage_choices)
+                               server_reimages=static.node_reimages, reimage_choices=reimage_choices,
+                               repair_choices=repair_choices)
     else:
         hours = table.busy_hours if busy_hours and table is not None and table.busy_hours and grid else None
         placer = ReplicaPlacer(inv, grid, config=config, seed=seed, busy_hours=hours)
@@ -449,7 +452,8 @@ def build_policy_view(
     try:
         placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static,
                                            use_hours, estimates, cfg.placement_cobusy_risk_target,
-                                           cfg.placement_cobusy_spread, cfg.placement_reimage_choices)
+                                           cfg.placement_cobusy_spread, cfg.placement_reimage_choices,
+                                           cfg.placement_repair_choices)
     except PolicyError as exc:
         logger.error("cannot build the replica placer: %s", exc)
         placer, placer_nodes = None, frozenset()
@@ -458,7 +462,7 @@ def build_policy_view(
     def make_placer(bucket_mb: float) -> ReplicaPlacer | None:
         return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static, use_hours, estimates,
                            cfg.placement_cobusy_risk_target, cfg.placement_cobusy_spread,
-                           cfg.placement_reimage_choices)[0]
+                           cfg.placement_reimage_choices, cfg.placement_repair_choices)[0]
 
     node_env = {n: static.node_environment.get(n, nodes[n].tenant) for n in placer_nodes}
     return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates,

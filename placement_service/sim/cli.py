@@ -20,7 +20,12 @@ from typing import Any, TypeVar
 
 from placement_service import HarvestError
 from placement_service.core.mover import MoveConfig
-from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD, REIMAGE_CHOICES
+from placement_service.core.placement import (
+    COBUSY_RISK_TARGET,
+    COBUSY_SPREAD,
+    REIMAGE_CHOICES,
+    REPAIR_CHOICES,
+)
 from placement_service.core.types import PolicyError
 from placement_service.sim.agent_nodes import AgentSettings
 from placement_service.sim.policy import MOVE_EVERY_DAYS, MOVE_MAX_FRAC_PER_DAY, mover_config
@@ -335,11 +340,14 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
                         "tenants' replicas (shorter re-replication backlogs at scale) at some cost in availability "
                         f"(2: HDFS's considerLoad factor; 0: off; default {COBUSY_SPREAD:g})")
     c.add_argument("--reimage-choices", type=int, default=REIMAGE_CHOICES,
-                   help="where availability leaves a choice, co-busy placements take the candidate with the fewest "
-                        "reimages seen (the history's, then the simulated ones) of this many random ones: the server "
-                        "within the chosen tenant, and for re-replications the tenant among those under the risk "
-                        "target; new blocks and moves still take the lowest estimate (1: uniform, as HDFS-H; "
-                        f"default {REIMAGE_CHOICES})")
+                   help="co-busy placements put a replica on the server with the fewest reimages seen (the "
+                        "history's, then the simulated ones) of this many random usable servers of the chosen "
+                        f"tenant; the tenant is chosen as before (1: uniform, as HDFS-H; default {REIMAGE_CHOICES})")
+    c.add_argument("--repair-choices", type=int, default=REPAIR_CHOICES,
+                   help="re-replications: of this many random tenants among those that keep the block under the "
+                        "risk target, the one whose servers were reimaged least often (reimages seen per server); "
+                        "fewer re-replications, but repairs crowd onto the rarely reimaged tenants "
+                        f"(1: uniform; default {REPAIR_CHOICES})")
     m = p.add_argument_group("HDFS-H-cobusy-mover (docs/policy.md, core/mover.py)")
     m.add_argument("--move-every-days", type=finite_float, default=MOVE_EVERY_DAYS,
                    help=f"refit the co-busy estimates on the trailing --history-days and move replicas every this many "
@@ -359,8 +367,9 @@ def _move_config(args: argparse.Namespace) -> MoveConfig:
         raise SimUsageError(f"--cobusy-risk-target must be in [0, 1), got {args.cobusy_risk_target:g}")
     if not (args.cobusy_spread == 0.0 or args.cobusy_spread >= 1.0):
         raise SimUsageError(f"--cobusy-spread must be 0 (no bound) or >= 1, got {args.cobusy_spread:g}")
-    if args.reimage_choices < 1:
-        raise SimUsageError(f"--reimage-choices must be >= 1, got {args.reimage_choices}")
+    for opt in ("reimage_choices", "repair_choices"):
+        if getattr(args, opt) < 1:
+            raise SimUsageError(f"--{opt.replace('_', '-')} must be >= 1, got {getattr(args, opt)}")
     try:
         return mover_config(args.move_every_days, args.move_risk_max, args.move_max_frac)
     except (ValueError, PolicyError) as exc:
@@ -393,6 +402,7 @@ def _durability(args: argparse.Namespace) -> int:
         systems=systems, workers=args.workers, move_config=move, move_every_days=args.move_every_days,
         cobusy_risk_target=args.cobusy_risk_target,
         cobusy_spread=args.cobusy_spread, reimage_choices=args.reimage_choices,
+        repair_choices=args.repair_choices,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "durability", dc, settings, records, t0)
@@ -438,6 +448,7 @@ def _availability(args: argparse.Namespace) -> int:
         seed=args.seed, config=config, systems=systems, workers=args.workers,
         move_config=move, move_every_days=args.move_every_days, cobusy_risk_target=args.cobusy_risk_target,
         cobusy_spread=args.cobusy_spread, reimage_choices=args.reimage_choices,
+        repair_choices=args.repair_choices,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "availability", dc, settings, records, t0)

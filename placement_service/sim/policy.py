@@ -29,6 +29,7 @@ from placement_service.core.placement import (
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
     REIMAGE_CHOICES,
+    REPAIR_CHOICES,
     PlacementConfig,
     PlacementResult,
     ReplicaPlacer,
@@ -264,11 +265,12 @@ def make_placer(
     cobusy_spread: float = COBUSY_SPREAD,
     server_reimages: Mapping[str, float] | None = None,
     reimage_choices: int = REIMAGE_CHOICES,
+    repair_choices: int = REPAIR_CHOICES,
 ) -> Placer:
     """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H, -risk; -hours with the tenants'
     ``busy_hours``; -cobusy with their ``cobusy`` estimates, penalized by ``reimage_rate`` when given:
     ``core.cobusy.reimage_penalty``, and ``cobusy_risk_target``, ``cobusy_spread``, ``server_reimages`` (the
-    history's reimages per server), ``reimage_choices``: ``ReplicaPlacer``'s) or
+    history's reimages per server), ``reimage_choices``, ``repair_choices``: ``ReplicaPlacer``'s) or
     ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
     if system in (HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER):
@@ -282,7 +284,8 @@ def make_placer(
             )
         return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, cobusy=cobusy, cobusy_penalty=penalty,
                              cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
-                             server_reimages=server_reimages, reimage_choices=reimage_choices)
+                             server_reimages=server_reimages, reimage_choices=reimage_choices,
+                             repair_choices=repair_choices)
     if system is HdfsSystem.H_HOURS:
         if busy_hours is None:
             raise ValueError("HDFS-H-hours needs the tenants' busy-hour profiles")

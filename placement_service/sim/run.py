@@ -17,7 +17,13 @@ import numpy as np
 
 from placement_service.core.forecast import fit_headroom_forecast
 from placement_service.core.mover import MoveConfig, MoveReport
-from placement_service.core.placement import COBUSY_RISK_TARGET, COBUSY_SPREAD, REIMAGE_CHOICES, ReplicaPlacer
+from placement_service.core.placement import (
+    COBUSY_RISK_TARGET,
+    COBUSY_SPREAD,
+    REIMAGE_CHOICES,
+    REPAIR_CHOICES,
+    ReplicaPlacer,
+)
 from placement_service.core.selection import SelectionConfig
 from placement_service.core.types import GridCell, Job, ReimageEvents
 from placement_service.sim.availability import AvailabilityConfig, simulate_availability
@@ -252,6 +258,7 @@ def run_durability(
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
     cobusy_spread: float = COBUSY_SPREAD,
     reimage_choices: int = REIMAGE_CHOICES,
+    repair_choices: int = REPAIR_CHOICES,
 ) -> list[Record]:
     """Durability: one record per (system, replicas, run), the same for any ``workers``;
     ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``).
@@ -278,7 +285,7 @@ def run_durability(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
             cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
-            server_reimages=seen, reimage_choices=reimage_choices,
+            server_reimages=seen, reimage_choices=reimage_choices, repair_choices=repair_choices,
         )
         mover: Callable[[float, np.ndarray], MoveReport] | None = None
         if system is HdfsSystem.H_COBUSY_MOVER:
@@ -324,6 +331,7 @@ def run_availability(
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
     cobusy_spread: float = COBUSY_SPREAD,
     reimage_choices: int = REIMAGE_CHOICES,
+    repair_choices: int = REPAIR_CHOICES,
 ) -> list[Record]:
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``.
     HDFS-H-cobusy-mover refits its estimates and moves replicas every ``move_every_days`` of the
@@ -348,7 +356,7 @@ def run_availability(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
             cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
-            server_reimages=seen, reimage_choices=reimage_choices,
+            server_reimages=seen, reimage_choices=reimage_choices, repair_choices=repair_choices,
         )
         mover = None
         if system is HdfsSystem.H_COBUSY_MOVER:

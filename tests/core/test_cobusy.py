@@ -435,7 +435,8 @@ def test_reimages_seen_count_the_history_and_every_reset_server() -> None:
     # reset_server is what the durability year (and a cluster) calls on a reimage: the wiped server
     # then counts one more, so a server reimaged over and over stops taking replicas it would lose.
     cells, model, inv = _one_tenant_cell(servers=2)
-    placer = ReplicaPlacer(inv, cells, seed=4, cobusy=model, server_reimages={"q-s0": 1.0, "gone": 9.0})
+    placer = ReplicaPlacer(inv, cells, seed=4, cobusy=model, server_reimages={"q-s0": 1.0, "gone": 9.0},
+                           reimage_choices=2)
     assert placer.reimages_seen("q-s0") == 1.0 and placer.reimages_seen("q-s1") == 0.0
     for _ in range(3):
         placer.reset_server("q-s1")
@@ -457,10 +458,11 @@ def test_one_reimage_choice_ignores_the_history_draw_for_draw() -> None:
 
 
 @pytest.mark.parametrize("choices", [0, -1, 1.5])
-def test_reimage_choices_must_be_a_positive_integer(choices: float) -> None:
+@pytest.mark.parametrize("name", ["reimage_choices", "repair_choices"])
+def test_reimage_and_repair_choices_must_be_positive_integers(name: str, choices: float) -> None:
     cells, model, inv = _one_tenant_cell()
-    with pytest.raises(PolicyError, match="reimage_choices must be an integer >= 1"):
-        ReplicaPlacer(inv, cells, cobusy=model, reimage_choices=choices)  # type: ignore[arg-type]
+    with pytest.raises(PolicyError, match=f"{name} must be an integer >= 1"):
+        ReplicaPlacer(inv, cells, cobusy=model, **{name: choices})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("count", [-1.0, float("nan"), float("inf")])
@@ -472,7 +474,7 @@ def test_server_reimages_must_be_counts(count: float) -> None:
 
 def test_re_replications_take_the_less_reimaged_of_the_good_enough_tenants() -> None:
     # q0..q4 all keep a repaired block under the risk target, so for availability they are equal;
-    # q0's and q1's servers were reimaged five times each. With two choices a repair goes to q0 or
+    # q0's and q1's servers were reimaged five times each. With two repair choices a repair goes to q0 or
     # q1 only when both draws are among them (about 4 in 25, against 2 in 5 uniformly), and a
     # reimage seen later (reset_server) counts the same way. New blocks still take the lowest
     # estimate, q0, however often it is reimaged: availability first.
@@ -481,7 +483,7 @@ def test_re_replications_take_the_less_reimaged_of_the_good_enough_tenants() -> 
 
     def repaired(choices: int, seed: int, wipe: str | None = None) -> tuple[float, float]:
         placer = ReplicaPlacer(inv, cells, seed=seed, cobusy=model, cobusy_risk_target=1e-5, server_reimages=hot,
-                               reimage_choices=choices)
+                               reimage_choices=1, repair_choices=choices)
         for _ in range(12 if wipe else 0):
             placer.reset_server(wipe)
         rng = np.random.default_rng(seed)
