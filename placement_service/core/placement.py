@@ -110,8 +110,9 @@ most replicas (at 4M blocks one server held 110,532, HDFS-H's most 38,036), and 
 servers was reimaged a few quiet survivors had to source thousands of re-replications at 30 an
 hour, so blocks waited at two replicas until the next reimage took them to one. (That backlog is
 not the whole cause: keeping only one replica of each repaired or moved block off the crowded
-tenants did not lower the year's exposure; the exposure follows the year's re-replications, which
-only this bound brought back to HDFS-H's.) Why it is off: it
+tenants did not lower the year's exposure, nor did cutting the re-replications alone by sending
+repairs to rarely reimaged tenants, ``REPAIR_CHOICES``; this bound brought back both the
+re-replications and the spread of the survivors.) Why it is off: it
 trades availability for that. With ``f = 2`` (HDFS's own factor for a DataNode's load against the
 average, ``dfs.namenode.redundancy.considerLoad.factor``) a 4M-block stress run's exposure fell
 from 4,064 to 1,367 (HDFS-H 1,498), but HDFS-H-cobusy-mover failed 1-2 accesses per million at 40.1%
