@@ -136,7 +136,6 @@ fell to 14.1M (under HDFS-H's 14.2M) but the block-hours at one replica rose fro
 repairs crowding onto the rarely reimaged tenants (4: 13.1M and 567)."""
 
 
-
 _RELAX_STEPS: tuple[tuple[bool, bool, bool, str], ...] = (
     # (keep row, keep column, keep environment, what was dropped)
     (True, False, True, "column"),
