@@ -120,14 +120,15 @@ on the generated datacenter (0 without), and so did ``f = 4`` and every variant 
 (docs/bench/cobusy.md, 2026-11-27). Kept out: a bound on the servers' fill (a reimaged server is
 empty, so the tenants reimaged most often took the replicas), and a bound whatever the estimate
 (Azure at 40.8%: HDFS-H-cobusy failed 743 accesses per million instead of 6-11)."""
-REIMAGE_CHOICES = 4
+REIMAGE_CHOICES = 1
 """With co-busy estimates: the server of a replica within the tenant the estimates chose is the one
 with the fewest reimages seen (the history's, ``server_reimages``, and every ``reset_server``
-since) of this many random usable servers of the tenant (1: uniform, as HDFS-H). The tenant, and so
-the block's availability, is chosen as before. Servers of one tenant differ in how often they are
-reimaged and their past reimages predict the next ones: one 4M-block year of the mover, 4 choices
-against 1, re-replications 15.2M against 16.2M and blocks taken to one replica 7,192 against
-7,915 (2 choices: 15.6M, 7,522; docs/bench/cobusy.md, "Fewer reimages per replica")."""
+since) of this many random usable servers of the tenant (1, the default: uniform, as HDFS-H). The
+tenant, and so the block's availability, is chosen as before. Off by default: with 4, one
+4M-block year of the mover took fewer blocks to one replica (7,160 a run against 7,838) but a
+1M-block year took more (HDFS-H-cobusy 2,104 against 1,178, the mover 1,191 against 948, HDFS-H
+1,187): replicas crowd onto the few rarely reimaged servers of each tenant (docs/bench/cobusy.md,
+"Fewer reimages per replica")."""
 REPAIR_CHOICES = 1
 """With co-busy estimates, for re-replications: the tenant among those that keep the block under the
 risk target is the one whose servers were reimaged least often (reimages seen per server) of this

@@ -115,7 +115,7 @@ class ServiceConfig:
     placement_cobusy_spread: float = COBUSY_SPREAD
     # HDFS-H-cobusy's node within the chosen tenant (core.placement.REIMAGE_CHOICES): the one with
     # the fewest reimages seen (reimages_file and the reimages reported to the service) of this
-    # many random usable nodes of the tenant; 1: uniform. The tenant is chosen as before.
+    # many random usable nodes of the tenant; 1 (the default): uniform. The tenant is chosen as before.
     placement_reimage_choices: int = REIMAGE_CHOICES
     # HDFS-H-cobusy's re-replications (core.placement.REPAIR_CHOICES): of this many random tenants
     # under the risk target, the one reimaged least often per node; 1 (the default): uniform.

@@ -104,7 +104,8 @@ def serving(data_dir: Path, static: tuple[Path, Path], cobusy: bool) -> Iterator
             "--recluster-priority", "normal", "--compact-interval-s", "1"]
     if cobusy:
         args.append("--placement-cobusy")
-    server = start_server(data_dir, *args)
+    # (four server choices, off by default: the placements below show the choice at work)
+    server = start_server(data_dir, *args, env={"HARVEST_PLACEMENT_REIMAGE_CHOICES": "4"})
     try:
         yield server
     finally:
