@@ -585,8 +585,8 @@ class PlacementService:
 
     def record_reimages(self, events: Sequence[tuple[str, float, str]]) -> tuple[int, int]:
         """Store reimages (node, epoch s, how) reported live; the node's tenant is taken from its
-        reports (or the inventory). New ones mark the policy view stale (the co-busy placer counts
-        each node's reimages seen). Returns (new, already known)."""
+        reports (or the inventory). New ones mark the policy view stale when the co-busy placer counts
+        each node's reimages seen (``_counts_reimages``). Returns (new, already known)."""
         rows = []
         with self._nodes_lock:
             tenants = {n: r.tenant for n, r in self._nodes.items()}
@@ -598,15 +598,23 @@ class PlacementService:
             rows.append((node, float(ts), tenant, how))
         new = self.state.add_reimages(rows)
         self.metrics.inc("harvest_reimages_reported_total", new)
-        if new:  # the co-busy placer's server choice counts them: rebuilt on the next compaction tick
+        if new and self._counts_reimages():  # the placer counts them: rebuilt on the next compaction tick
             with self._nodes_lock:
                 self._reimages_version += 1
         return new, len(rows) - new
 
+    def _counts_reimages(self) -> bool:
+        """Whether the co-busy placer reads each node's reimages seen (a choice above 1 is set)."""
+        cfg = self.cfg
+        return cfg.placement_cobusy and (cfg.placement_reimage_choices > 1 or cfg.placement_repair_choices > 1)
+
     def _static_now(self) -> StaticInputs:
         """The operator's static inputs with each node's reimages seen: the reimages file's plus every
         reimage reported to the service (``POST /v1/reimages``; what the co-busy placer's server
-        choice reads, ``placement_reimage_choices``). An event in both counts twice."""
+        choice reads, ``placement_reimage_choices``). An event in both counts twice. Nothing is read
+        while no placer would use the counts."""
+        if not self._counts_reimages():
+            return self._static
         reported = self.state.load_reimages()
         if not reported:
             return self._static
