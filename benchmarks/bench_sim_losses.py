@@ -64,8 +64,10 @@ def main() -> None:
     from placement_service.sim.run import (
         COBUSY_SYSTEMS,
         MOVE_EVERY_DAYS,
+        WATCH_EVERY_HOURS,
         CobusyMover,
         _move_settings,
+        _mover_cadence,
         _tenant_rates,
         system_grids,
         year_of_reimages,
@@ -94,6 +96,7 @@ def main() -> None:
         gen = generate_datacenter(args.servers, seed=args.dc_seed, reimage_days=args.reimage_days, config=gen_config)
         dc = from_generated(gen, f"generated-{args.servers}")
     hist = int(args.history_days * 86400 / dc.series.interval_s)
+    call_slots, pass_slots = _mover_cadence(dc, MOVE_EVERY_DAYS, WATCH_EVERY_HOURS)  # as run_durability
     grids = system_grids(dc, dc.cpu, hist, args.seed)
     # The busy threshold exactly as run_durability writes it (1 - 1/3 is one ulp above 2/3, enough
     # to reorder near-tied co-busy scores and give another year than harvest sim's).
@@ -143,7 +146,8 @@ def main() -> None:
             if system is HdfsSystem.H_COBUSY_MOVER:
                 assert isinstance(placer, ReplicaPlacer)
                 daily = CobusyMover(dc, dc.cpu, placer, hist, busy_cpu, streams.fresh("moves"),
-                                    _move_settings(None, MOVE_EVERY_DAYS))
+                                    _move_settings(None, MOVE_EVERY_DAYS), pass_every_slots=pass_slots,
+                                    watch_rng=streams.fresh("watch") if pass_slots else None)
 
                 def mover(t_s: float, rep: np.ndarray, daily: CobusyMover = daily) -> MoveReport:
                     return daily.pass_at(hist + int(t_s // dc.series.interval_s), rep)
@@ -156,7 +160,7 @@ def main() -> None:
                 system, args.replicas, schedule, DurabilityConfig(days=365.0, blocks=args.blocks),
                 create_rng=streams.fresh("blocks"), place_rng=streams.fresh("placement"),
                 repair_rng=streams.fresh("repair"), on_wipe=on_wipe, mover=moves,
-                move_every_s=MOVE_EVERY_DAYS * 86400.0,
+                move_every_s=call_slots * dc.series.interval_s,
             )
             print(f"\n## {system.value} run {run}: lost {res.lost_blocks} of {res.blocks} "
                   f"(reimages {res.reimages}, {schedule.how}; {time.perf_counter() - t0:.0f} s)")

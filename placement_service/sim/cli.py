@@ -28,7 +28,12 @@ from placement_service.core.placement import (
 )
 from placement_service.core.types import PolicyError
 from placement_service.sim.agent_nodes import AgentSettings
-from placement_service.sim.policy import MOVE_EVERY_DAYS, MOVE_MAX_FRAC_PER_DAY, mover_config
+from placement_service.sim.policy import (
+    MOVE_EVERY_DAYS,
+    MOVE_MAX_FRAC_PER_DAY,
+    WATCH_EVERY_HOURS,
+    mover_config,
+)
 from placement_service.validate import finite_float, output_file
 
 logger = logging.getLogger(__name__)
@@ -358,6 +363,10 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
     m.add_argument("--move-max-frac", type=finite_float, default=MOVE_MAX_FRAC_PER_DAY,
                    help=f"at most this share of the blocks moves per day of {window}, spread over the passes "
                         f"(default {MOVE_MAX_FRAC_PER_DAY:g})")
+    m.add_argument("--watch-every-hours", type=finite_float, default=WATCH_EVERY_HOURS,
+                   help="between the passes, every this many hours, blocks with every live replica but one on a "
+                        "tenant busy at that hour move a busy replica to a tenant that is not (core.mover.move_busy_now); "
+                        f"0: no watch (default {WATCH_EVERY_HOURS:g})")
 
 
 def _move_config(args: argparse.Namespace) -> MoveConfig:
@@ -367,6 +376,8 @@ def _move_config(args: argparse.Namespace) -> MoveConfig:
         raise SimUsageError(f"--cobusy-risk-target must be in [0, 1), got {args.cobusy_risk_target:g}")
     if not (args.cobusy_spread == 0.0 or args.cobusy_spread >= 1.0):
         raise SimUsageError(f"--cobusy-spread must be 0 (no bound) or >= 1, got {args.cobusy_spread:g}")
+    if not args.watch_every_hours >= 0.0:
+        raise SimUsageError(f"--watch-every-hours must be >= 0 (0: no watch), got {args.watch_every_hours:g}")
     for opt in ("reimage_choices", "repair_choices"):
         if getattr(args, opt) < 1:
             raise SimUsageError(f"--{opt.replace('_', '-')} must be >= 1, got {getattr(args, opt)}")
@@ -402,7 +413,7 @@ def _durability(args: argparse.Namespace) -> int:
         systems=systems, workers=args.workers, move_config=move, move_every_days=args.move_every_days,
         cobusy_risk_target=args.cobusy_risk_target,
         cobusy_spread=args.cobusy_spread, reimage_choices=args.reimage_choices,
-        repair_choices=args.repair_choices,
+        repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "durability", dc, settings, records, t0)
@@ -448,7 +459,7 @@ def _availability(args: argparse.Namespace) -> int:
         seed=args.seed, config=config, systems=systems, workers=args.workers,
         move_config=move, move_every_days=args.move_every_days, cobusy_risk_target=args.cobusy_risk_target,
         cobusy_spread=args.cobusy_spread, reimage_choices=args.reimage_choices,
-        repair_choices=args.repair_choices,
+        repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "availability", dc, settings, records, t0)

@@ -24,7 +24,7 @@ from placement_service.core.busy_hours import busy_hour_masks as core_busy_hour_
 from placement_service.core.clustering import UtilizationClustering
 from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy, reimage_penalty
 from placement_service.core.grid import build_grid
-from placement_service.core.mover import MoveConfig, MoveReport, move_at_risk
+from placement_service.core.mover import MoveConfig, MoveReport, merge_reports, move_at_risk, move_busy_now
 from placement_service.core.placement import (
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
@@ -173,6 +173,9 @@ MOVE_EVERY_DAYS = 1.0
 """HDFS-H-cobusy-mover: one pass a day (the service's re-clustering is daily)."""
 MOVE_MAX_FRAC_PER_DAY = 0.05
 """HDFS-H-cobusy-mover: at most 5% of the blocks move per day (2% left single failures on Azure at 41%, docs/bench/cobusy.md)."""
+WATCH_EVERY_HOURS = 1.0
+"""HDFS-H-cobusy-mover: every hour between the daily passes, blocks with one idle replica left move
+a busy one (``core.mover.move_busy_now``); 0: no watch."""
 
 
 def mover_config(
@@ -186,11 +189,15 @@ def mover_config(
 
 
 class CobusyMover:
-    """The daily pass of ``core.mover`` for the availability simulation (``simulate_availability``'s
-    ``mover``) and the durability year (``simulate_durability``'s, through :meth:`pass_at`): at
-    slot ``T`` it refits the co-busy estimates on the ``history_slots`` before ``T`` (what the
-    service's daily re-clustering sees then; the series repeats past its end), gives them to the
-    placer and moves the replicas of the blocks at risk."""
+    """The passes of ``core.mover`` for the availability simulation (``simulate_availability``'s
+    ``mover``) and the durability year (``simulate_durability``'s, through :meth:`pass_at`).
+
+    Daily pass (every ``pass_every_slots``; 0: at every call): at slot ``T`` it refits the co-busy
+    estimates on the ``history_slots`` before ``T`` (what the service's daily re-clustering sees
+    then; the series repeats past its end), gives them to the placer and moves the replicas of the
+    blocks at risk. Watch (at every call when ``watch_rng`` is given, on that stream): the tenants busy
+    at ``T`` (CPU above ``busy_cpu``) and ``core.mover.move_busy_now``. The
+    caller calls it at the watch's period (hourly) and the daily pass runs when it is due."""
 
     def __init__(
         self,
@@ -202,29 +209,52 @@ class CobusyMover:
         rng: np.random.Generator,
         config: MoveConfig | None = None,
         cobusy_config: CobusyConfig | None = None,
+        *,
+        pass_every_slots: int = 0,
+        watch_rng: np.random.Generator | None = None,
     ) -> None:
         self.dc, self.cpu, self.placer = dc, cpu, placer
         self.history_slots = max(1, int(history_slots))
         self.busy_cpu, self.rng = float(busy_cpu), rng
         self.config = config if config is not None else MoveConfig()
         self.cobusy_config = cobusy_config
+        self.pass_every_slots = max(0, int(pass_every_slots))
+        self.watch_rng = watch_rng
         self.reports: list[MoveReport] = []
+        self.watch_reports: list[MoveReport] = []
+        self._next_pass: int | None = None
+        row = {t: i for i, t in enumerate(dc.series.tenants)}
+        self._cpu_row = np.array([row[t] for t in placer.tenant_names], dtype=np.int64)
+
+    @property
+    def watch_moved(self) -> int:
+        """Replicas the watch moved so far."""
+        return sum(r.moved for r in self.watch_reports)
 
     def __call__(self, slot: int, replicas: np.ndarray) -> int:
-        """``simulate_availability``'s ``mover``: one pass at ``slot``, the replicas moved."""
+        """``simulate_availability``'s ``mover``: the passes due at ``slot``, the replicas moved."""
         return self.pass_at(slot, replicas).moved
 
     def pass_at(self, slot: int, replicas: np.ndarray) -> MoveReport:
-        """Refit on the ``history_slots`` before ``slot`` (cyclic in the series), then one
-        ``core.mover`` pass over ``replicas`` [block, k] (updated in place)."""
-        start = int(slot) - self.history_slots
-        window = np.take(self.cpu, np.arange(start, int(slot)) % self.cpu.shape[1], axis=1)
-        s = self.dc.series
-        model = fit_cobusy(s.tenants, window, s.start_s + start * s.interval_s, s.interval_s, self.busy_cpu,
-                           self.cobusy_config)
-        self.placer.set_cobusy(model)
-        report = move_at_risk(self.placer, replicas, self.config, self.rng)
-        self.reports.append(report)
+        """The passes due at ``slot`` over ``replicas`` [block, k] (updated in place): the daily one
+        (refit on the ``history_slots`` before ``slot``, cyclic in the series) when due, then the watch."""
+        slot = int(slot)
+        report = MoveReport(0, 0, 0, 0.0, 0.0, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        if self._next_pass is None or slot >= self._next_pass:
+            start = slot - self.history_slots
+            window = np.take(self.cpu, np.arange(start, slot) % self.cpu.shape[1], axis=1)
+            s = self.dc.series
+            model = fit_cobusy(s.tenants, window, s.start_s + start * s.interval_s, s.interval_s, self.busy_cpu,
+                               self.cobusy_config)
+            self.placer.set_cobusy(model)
+            report = move_at_risk(self.placer, replicas, self.config, self.rng)
+            self.reports.append(report)
+            self._next_pass = slot + self.pass_every_slots
+        if self.watch_rng is not None:
+            busy = self.cpu[self._cpu_row, slot % self.cpu.shape[1]] > self.busy_cpu
+            watched = move_busy_now(self.placer, replicas, busy, self.watch_rng)
+            self.watch_reports.append(watched)
+            report = merge_reports(report, watched)
         return report
 
 

@@ -31,6 +31,7 @@ from placement_service.sim.datacenter import Scaling, SimDatacenter, scale_cpu
 from placement_service.sim.durability import DurabilityConfig, PresenceSchedule, simulate_durability
 from placement_service.sim.policy import (
     MOVE_EVERY_DAYS,
+    WATCH_EVERY_HOURS,
     ClassRouter,
     CobusyMover,
     HdfsSystem,
@@ -112,6 +113,18 @@ def _move_settings(move_config: MoveConfig | None, move_every_days: float) -> Mo
     ``MOVE_MAX_FRAC_PER_DAY`` spread over the passes of a day."""
     default = mover_config(move_every_days)  # also checks move_every_days
     return move_config if move_config is not None else default
+
+
+def _mover_cadence(dc: SimDatacenter, move_every_days: float, watch_every_hours: float) -> tuple[int, int]:
+    """HDFS-H-cobusy-mover: (slots between the simulator's calls, slots between daily passes; 0:
+    a pass at every call). With a watch the calls come at its period and the passes when due."""
+    if not watch_every_hours >= 0.0:  # also refuses NaN
+        raise ValueError(f"--watch-every-hours must be >= 0 (0: no watch), got {watch_every_hours:g}")
+    pass_slots = max(1, int(round(move_every_days * DAY_S / dc.series.interval_s)))
+    if watch_every_hours == 0.0:
+        return pass_slots, 0
+    watch_slots = max(1, int(round(watch_every_hours * 3600.0 / dc.series.interval_s)))
+    return min(watch_slots, pass_slots), pass_slots
 
 
 def _history_slots(dc: SimDatacenter, history_days: float) -> int:
@@ -259,6 +272,7 @@ def run_durability(
     cobusy_spread: float = COBUSY_SPREAD,
     reimage_choices: int = REIMAGE_CHOICES,
     repair_choices: int = REPAIR_CHOICES,
+    watch_every_hours: float = WATCH_EVERY_HOURS,
 ) -> list[Record]:
     """Durability: one record per (system, replicas, run), the same for any ``workers``;
     ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``).
@@ -267,6 +281,7 @@ def run_durability(
     (``move_config`` as in :func:`run_availability`). ``cobusy_risk_target``: the co-busy
     placements' target for re-replications (``ReplicaPlacer``'s; 0: repairs take the lowest estimate too)."""
     move_config = _move_settings(move_config, move_every_days)
+    call_slots, pass_slots = _mover_cadence(dc, move_every_days, watch_every_hours)
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
     hist, busy_cpu = _history_slots(dc, history_days), 1.0 - 1.0 / 3.0
@@ -288,9 +303,12 @@ def run_durability(
             server_reimages=seen, reimage_choices=reimage_choices, repair_choices=repair_choices,
         )
         mover: Callable[[float, np.ndarray], MoveReport] | None = None
+        daily: CobusyMover | None = None
         if system is HdfsSystem.H_COBUSY_MOVER:
             assert isinstance(placer, ReplicaPlacer)
-            daily = CobusyMover(dc, dc.cpu, placer, hist, busy_cpu, streams.fresh("moves"), move_config)
+            daily = CobusyMover(dc, dc.cpu, placer, hist, busy_cpu, streams.fresh("moves"), move_config,
+                                pass_every_slots=pass_slots,
+                                watch_rng=streams.fresh("watch") if pass_slots else None)
             mover = lambda t_s, rep: daily.pass_at(hist + int(t_s // dc.series.interval_s), rep)  # noqa: E731
 
         res = simulate_durability(
@@ -300,7 +318,7 @@ def run_durability(
             repair_rng=streams.fresh("repair"),
             presence=presence,
             mover=mover,
-            move_every_s=move_every_days * DAY_S,
+            move_every_s=call_slots * dc.series.interval_s,
         )
         rec: Record = {
             "experiment": "durability", "datacenter": dc.name, "system": system.value,
@@ -308,6 +326,8 @@ def run_durability(
             "reimage_source": schedule.how, "reimage_source_days": schedule.source_span_s / 86400.0,
         }
         rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
+        if daily is not None:
+            rec["watch_moved"] = daily.watch_moved
         return rec
 
     return _sweep(points, one, workers, lambda rec: (
@@ -332,12 +352,14 @@ def run_availability(
     cobusy_spread: float = COBUSY_SPREAD,
     reimage_choices: int = REIMAGE_CHOICES,
     repair_choices: int = REPAIR_CHOICES,
+    watch_every_hours: float = WATCH_EVERY_HOURS,
 ) -> list[Record]:
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``.
     HDFS-H-cobusy-mover refits its estimates and moves replicas every ``move_every_days`` of the
     access window (``move_config``, per pass; default: ``MoveConfig``'s with ``MOVE_MAX_FRAC_PER_DAY``).
     ``cobusy_risk_target``: as in :func:`run_durability` (no re-replications here: it changes nothing)."""
     move_config = _move_settings(move_config, move_every_days)
+    call_slots, pass_slots = _mover_cadence(dc, move_every_days, watch_every_hours)
     hist = _history_slots(dc, config.history_days)
     rates, seen = _tenant_rates(dc), server_reimages(dc)
     per_level = {}
@@ -361,14 +383,16 @@ def run_availability(
         mover = None
         if system is HdfsSystem.H_COBUSY_MOVER:
             assert isinstance(placer, ReplicaPlacer)
-            mover = CobusyMover(dc, cpu, placer, hist, config.busy_threshold, streams.fresh("moves"), move_config)
+            mover = CobusyMover(dc, cpu, placer, hist, config.busy_threshold, streams.fresh("moves"), move_config,
+                                pass_every_slots=pass_slots,
+                                watch_rng=streams.fresh("watch") if pass_slots else None)
         res = simulate_availability(
             dc, cpu, placer, system, r, config,
             create_rng=streams.fresh("blocks"),
             place_rng=streams.fresh("placement"),
             access_rng=streams.fresh("accesses"),
             mover=mover,
-            move_every_slots=max(1, int(round(move_every_days * DAY_S / dc.series.interval_s))),
+            move_every_slots=call_slots,
         )
         rec: Record = {
             "experiment": "availability", "datacenter": dc.name, "system": system.value,
@@ -376,6 +400,8 @@ def run_availability(
             "run": run, "seed": seed,
         }
         rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
+        if mover is not None:
+            rec["watch_moved"] = mover.watch_moved
         return rec
 
     return _sweep(points, one, workers, lambda rec: (

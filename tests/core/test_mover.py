@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement_service.core.cobusy import CobusyModel, fit_cobusy
-from placement_service.core.mover import MoveConfig, move_at_risk
+from placement_service.core.mover import MoveConfig, blocks_one_idle, move_at_risk, move_busy_now
 from placement_service.core.placement import ReplicaPlacer
 from placement_service.core.types import GridCell, PolicyError
 from tests.core.test_placement import make_inventory
@@ -145,3 +145,88 @@ def test_the_report_names_every_moved_replica_and_blocks_with_one_replica_wait_f
     assert sorted(map(tuple, changed.tolist())) == sorted(zip(report.moved_blocks.tolist(),
                                                               report.moved_columns.tolist(), strict=True))
     assert (rep[2] == before[2]).all()
+
+
+def _busy(placer: ReplicaPlacer, busy_tenants: set[str]) -> np.ndarray:
+    return np.array([t in busy_tenants for t in placer.tenant_names])
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 4))
+def test_blocks_one_idle_matches_a_count_row_by_row(seed: int, k: int) -> None:
+    rng = np.random.default_rng(seed)
+    server_busy = rng.random(12) < 0.4
+    rep = rng.integers(-1, 12, (60, k))
+    want = [b for b, row in enumerate(rep.tolist())
+            if sum(x >= 0 for x in row) >= 2 and sum(x >= 0 and not server_busy[x] for x in row) == 1]
+    assert blocks_one_idle(rep, server_busy).tolist() == want
+
+
+def test_watch_moves_a_busy_replica_of_blocks_left_with_one_idle_replica() -> None:
+    placer, tenants, cells = _grid_cluster()
+    holders = [
+        ("a0-s0", "a4-s0", "a8-s0"),  # a0 and a4 busy now, a8 idle: one burst from unreadable
+        ("b0-s0", "b4-s0", "b8-s0"),  # only b0 busy: two idle replicas, left alone
+        ("a0-s1", "a4-s1", "b8-s1"),  # a0, a4 busy, b8 idle: at risk
+        ("a0-s0", "a4-s1", "a2-s0"),  # all three busy: no idle replica to copy from, left alone
+    ]
+    rep = _blocks(placer, holders)
+    rep[1, 2] = -1  # b8's replica lost: b0 busy, b4 idle, one idle of two live -> at risk
+    busy_now = {"a0", "a4", "a2", "b0"}
+    placer.set_cobusy(_trio_busy_model(tenants))
+    before, free = rep.copy(), _free(placer)
+    report = move_busy_now(placer, rep, _busy(placer, busy_now), np.random.default_rng(0))
+    assert report.at_risk == 3 and report.moved == 3
+    names = placer.inventory.server
+    for b in (0, 1, 2):
+        held = [names[s] for s in rep[b] if s >= 0]
+        ts = [h.split("-")[0] for h in held]
+        assert sum(t in busy_now for t in ts) == len(ts) - 2  # two idle replicas now
+        assert len({cells[t].reimage_row for t in ts}) == len(ts) == len({cells[t].peak_column for t in ts})
+        assert len(set(ts)) == len(ts)
+        assert (rep[b] != before[b]).sum() == 1  # one replica moved, from a busy tenant
+        col = int(np.flatnonzero(rep[b] != before[b])[0])
+        assert names[before[b, col]].split("-")[0] in busy_now
+    assert (rep[3] == before[3]).all()
+    assert _free(placer).sum() == pytest.approx(free.sum())  # the old replicas' space came back
+    assert sorted(zip(report.moved_blocks.tolist(), report.moved_columns.tolist(), strict=True)) == \
+        sorted(map(tuple, np.argwhere(rep != before).tolist()))
+
+
+def test_watch_drops_the_busy_replica_that_leaves_the_lowest_estimate() -> None:
+    placer, tenants, _ = _grid_cluster()
+    rep = _blocks(placer, [("a0-s0", "a4-s0", "b8-s0")])  # a0, a4 busy now; b8 idle
+    model = _trio_busy_model(tenants)
+    a4, b8 = tenants.index("a4"), tenants.index("b8")
+    m2 = model.m2.copy()
+    m2[a4, b8] = m2[b8, a4] = 0.2  # b8 is often busy with a4, rarely with a0
+    placer.set_cobusy(CobusyModel(tuple(tenants), model.m1, m2))
+    report = move_busy_now(placer, rep, _busy(placer, {"a0", "a4"}), np.random.default_rng(0))
+    assert report.moved == 1
+    names = placer.inventory.server
+    assert names[rep[0, 0]] == "a0-s0" and names[rep[0, 2]] == "b8-s0"  # a4's replica went, not a0's
+    assert names[rep[0, 1]].startswith("b4-")  # the only idle tenant of a4's cell
+
+
+def test_watch_does_not_relax_the_grid_nor_move_onto_a_busy_tenant() -> None:
+    placer, tenants, _ = _grid_cluster()
+    rep = _blocks(placer, [("a0-s0", "a4-s0", "a8-s0")])
+    placer.set_cobusy(_trio_busy_model(tenants))
+    # a0, a4 busy. Dropping a0 leaves cell (0, 0): a0 and b0, b0 busy too; dropping a4 leaves
+    # cell (1, 1): a4 and b4, b4 busy too. No idle tenant fits the grid: no move, nothing allocated.
+    busy = _busy(placer, {"a0", "a4", "b0", "b4"})
+    free, before = _free(placer), rep.copy()
+    report = move_busy_now(placer, rep, busy, np.random.default_rng(0))
+    assert report.at_risk == 1 and report.moved == 0
+    assert (rep == before).all() and _free(placer) == pytest.approx(free)
+    # The same block with b4 idle moves a4's replica to b4 (the only tenant the grid allows).
+    report = move_busy_now(placer, rep, _busy(placer, {"a0", "a4", "b0"}), np.random.default_rng(0))
+    assert report.moved == 1 and placer.inventory.server[rep[0, 1]].startswith("b4-")
+
+
+def test_watch_refuses_busy_flags_of_the_wrong_length() -> None:
+    placer, _, _ = _grid_cluster()
+    with pytest.raises(PolicyError, match="one flag per tenant"):
+        move_busy_now(placer, np.zeros((1, 3), dtype=np.int64), np.zeros(5, dtype=bool), np.random.default_rng(0))
+    with pytest.raises(PolicyError, match="block, k"):
+        move_busy_now(placer, np.zeros(3, dtype=np.int64), np.zeros(18, dtype=bool), np.random.default_rng(0))

@@ -145,3 +145,40 @@ def test_mover_catches_tenants_that_turn_busy_together_after_the_history() -> No
     assert moved.failed_accesses < plain.failed_accesses
     # one replica per block at most, per pass: blocks with two or three replicas on the trio
     assert 0 < moved.moved_replicas <= cfg.blocks
+
+
+def test_watch_moves_blocks_left_with_one_idle_replica_before_the_third_turns_busy() -> None:
+    # The set-up of the test above, with the trio turning busy one by one: t0 and t4 from 4 h into
+    # the access window on, t8 from 8 h on. The daily pass saw them idle and cannot know; blocks
+    # on the trio fail from 8 h on until the next day's pass. The hourly watch sees two of their
+    # three tenants busy at 4-5 h and moves one of those replicas, before t8 turns busy.
+    n_t, day = 18, 288
+    cpu = np.zeros((n_t, 3 * day))
+    for i in range(n_t):
+        cpu[i] = 0.1 + 0.1 * ((i % 9) // 3)
+    cpu[np.ix_([0, 4], np.arange(day + 48, 3 * day))] = 0.95
+    cpu[8, day + 96:] = 0.95
+    dc = make_dc(cpu, servers_per_tenant=3)
+    tenants = dc.series.tenants
+    peaks = {t: float(cpu[i, :day].max()) for i, t in enumerate(tenants)}
+    grid = placement_grid(dc, peaks, {t: float(i % 3) for i, t in enumerate(tenants)})
+    cfg = AvailabilityConfig(days=2.0, history_days=1.0, blocks=3000, accesses=30000)
+    cobusy = cobusy_model(dc, cpu, day, cfg.busy_threshold)
+    rng = np.random.default_rng
+
+    def run(watch: bool) -> tuple[object, list[np.ndarray], CobusyMover]:
+        placer = make_placer(HdfsSystem.H_COBUSY_MOVER, dc, grid, seed=0, block_size_mb=256.0, cobusy=cobusy)
+        mover = CobusyMover(dc, cpu, placer, day, cfg.busy_threshold, rng(3), MoveConfig(max_moves_frac=1.0),
+                            pass_every_slots=day if watch else 0, watch_rng=rng(4) if watch else None)
+        slots: list[np.ndarray] = []
+        res = simulate_availability(dc, cpu, placer, HdfsSystem.H_COBUSY_MOVER, 3, cfg, create_rng=rng(0),
+                                    place_rng=rng(1), access_rng=rng(2), on_failed=lambda h, s: slots.append(s),
+                                    mover=mover, move_every_slots=12 if watch else day)
+        return res, slots, mover
+
+    daily, daily_slots, _ = run(False)
+    watched, _, mover = run(True)
+    assert daily.failed_accesses > 100 and (daily_slots[0] >= day + 96).all()
+    assert watched.failed_accesses == 0
+    assert len(mover.reports) == 2  # the daily passes still ran once a day, at days 1 and 2
+    assert 0 < mover.watch_moved <= cfg.blocks and watched.moved_replicas >= mover.watch_moved
