@@ -112,6 +112,11 @@ def test_mover_options_in_availability_and_durability(
             assert main(["sim", experiment, *_common(traces, out), "--systems", "HDFS-H-cobusy",
                          "--cobusy-risk-target", target]) == 2
             assert "--cobusy-risk-target must be in [0, 1)" in capsys.readouterr().err and not out.exists()
+        for every in ("-1", "nan"):
+            out = tmp_path / f"{experiment}-watch{every}"
+            assert main(["sim", experiment, *_common(traces, out), "--systems", "HDFS-H-cobusy-mover",
+                         "--watch-every-hours", every]) == 2
+            assert "--watch-every-hours" in capsys.readouterr().err and not out.exists()
         for spread in ("0.5", "-1", "nan"):
             out = tmp_path / f"{experiment}-spread{spread}"
             assert main(["sim", experiment, *_common(traces, out), "--systems", "HDFS-H-cobusy",
@@ -125,9 +130,10 @@ def test_mover_options_in_availability_and_durability(
     assert {r["system"] for r in recs} == {"HDFS-H-cobusy", "HDFS-H-cobusy-mover"}
     for r in recs:
         if r["system"] == "HDFS-H-cobusy":
-            assert r["moved_replicas"] == 0
-        else:  # one replica per block and daily pass at most
-            assert 0 < r["moved_replicas"] <= 5 * 3000
+            assert r["moved_replicas"] == 0 and "watch_moved" not in r
+        else:  # the daily passes' (one replica per block and pass at most) and the hourly watch's
+            assert 0 < r["moved_replicas"] and 0 <= r["watch_moved"] <= r["moved_replicas"]
+            assert r["moved_replicas"] - r["watch_moved"] <= 5 * 3000
     # With the spread bound on, the run's settings and its report section say so (off: not shown).
     spread = tmp_path / "dur-spread"
     assert main(["sim", "durability", *_common(traces, spread), "--replicas", "3", "--blocks", "3000", "--days", "6",
@@ -142,4 +148,11 @@ def test_mover_options_in_availability_and_durability(
                  "--move-risk-max", "0", "--move-max-frac", "1"]) == 0
     recs = {r["system"]: r for r in json.loads((out / "results.json").read_text())["records"]}
     assert recs["HDFS-H-cobusy"]["moved_replicas"] == 0
+    # --watch-every-hours 0: the daily passes alone, the same as with a watch that never moves.
+    daily = tmp_path / "avail-daily"
+    assert main(["sim", "availability", *_common(traces, daily), "--levels", "0.5", "--replicas", "3", "--days", "2",
+                 "--blocks", "1000", "--accesses", "3000", "--systems", "HDFS-H-cobusy-mover",
+                 "--move-risk-max", "0", "--move-max-frac", "1", "--watch-every-hours", "0"]) == 0
+    only = json.loads((daily / "results.json").read_text())["records"][0]
+    assert only["watch_moved"] == 0 and only["moved_replicas"] > 0
     assert 0 < recs["HDFS-H-cobusy-mover"]["moved_replicas"] <= 2 * 1000  # one per block and pass at most
