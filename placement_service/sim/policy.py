@@ -173,9 +173,11 @@ MOVE_EVERY_DAYS = 1.0
 """HDFS-H-cobusy-mover: one pass a day (the service's re-clustering is daily)."""
 MOVE_MAX_FRAC_PER_DAY = 0.05
 """HDFS-H-cobusy-mover: at most 5% of the blocks move per day (2% left single failures on Azure at 41%, docs/bench/cobusy.md)."""
-WATCH_EVERY_HOURS = 1.0
-"""HDFS-H-cobusy-mover: every hour between the daily passes, blocks with one idle replica left move
-a busy one (``core.mover.move_busy_now``); 0: no watch."""
+WATCH_EVERY_HOURS = 0.0
+"""HDFS-H-cobusy-mover: every this many hours between the daily passes, blocks with one idle replica
+left move a busy one (``core.mover.move_busy_now``); 0: no watch. Off by default: hourly, it brought
+the failed accesses at 40% to 0 in every run, but the one 4M-block durability year run with it lost
+4 blocks and took 22,750 to one replica (7,915 without; docs/bench/cobusy.md, "The hourly watch")."""
 
 
 def mover_config(
@@ -224,7 +226,8 @@ class CobusyMover:
         self.watch_reports: list[MoveReport] = []
         self._next_pass: int | None = None
         row = {t: i for i, t in enumerate(dc.series.tenants)}
-        self._cpu_row = np.array([row[t] for t in placer.tenant_names], dtype=np.int64)
+        # The CPU row of each of the placer's tenants (-1: no series, never busy for the watch).
+        self._cpu_row = np.array([row.get(t, -1) for t in placer.tenant_names], dtype=np.int64)
 
     @property
     def watch_moved(self) -> int:
@@ -251,7 +254,9 @@ class CobusyMover:
             self.reports.append(report)
             self._next_pass = slot + self.pass_every_slots
         if self.watch_rng is not None:
-            busy = self.cpu[self._cpu_row, slot % self.cpu.shape[1]] > self.busy_cpu
+            known = self._cpu_row >= 0
+            busy = np.zeros(known.shape, dtype=bool)
+            busy[known] = self.cpu[self._cpu_row[known], slot % self.cpu.shape[1]] > self.busy_cpu
             watched = move_busy_now(self.placer, replicas, busy, self.watch_rng)
             self.watch_reports.append(watched)
             report = merge_reports(report, watched)

@@ -125,7 +125,8 @@ def test_mover_options_in_availability_and_durability(
     # The durability year runs the mover too (the CPU series repeats over the simulated days).
     out = tmp_path / "dur"
     assert main(["sim", "durability", *_common(traces, out), "--replicas", "3", "--blocks", "3000", "--days", "6",
-                 "--systems", "HDFS-H-cobusy,HDFS-H-cobusy-mover", "--move-risk-max", "0", "--move-max-frac", "1"]) == 0
+                 "--systems", "HDFS-H-cobusy,HDFS-H-cobusy-mover", "--move-risk-max", "0", "--move-max-frac", "1",
+                 "--watch-every-hours", "1"]) == 0
     recs = json.loads((out / "results.json").read_text())["records"]
     assert {r["system"] for r in recs} == {"HDFS-H-cobusy", "HDFS-H-cobusy-mover"}
     for r in recs:
