@@ -25,7 +25,8 @@ every block's replica servers:
 4. The move is kept only when the new risk is at most ``1 / gain`` of the old one; then the old
    replica's space is released. Otherwise the new replica's space is released and nothing changes.
 
-**Watching the busy tenants** (:func:`move_busy_now`, every hour between the daily passes). The
+**Watching the busy tenants** (:func:`move_busy_now`, e.g. every hour between the daily passes;
+off by default in the simulator, ``sim.policy.WATCH_EVERY_HOURS``, which says why). The
 estimates are a day old at best, and a tenant idle for weeks can turn busy for days within minutes
 (on the generated datacenter at 40% utilization, the one block a daily pass left to fail had a
 tenant never busy in ten days turn busy 20 minutes after the pass, a second turn busy seven hours
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement_service.core.cobusy import CobusyModel
 from placement_service.core.placement import COBUSY_RISK_TARGET, ReplicaPlacer
 from placement_service.core.types import PlacementError, PolicyError
 
@@ -87,6 +89,13 @@ class MoveReport:
     """For each moved block, the column of ``replicas`` that now holds the new server."""
 
 
+def _risk_without(model: CobusyModel, row: np.ndarray, cols: list[int]) -> np.ndarray:
+    """The estimate of a block's other tenants (``row``: its tenants, -1 missing) when each of
+    ``cols`` in turn is given up."""
+    return model.joint_many(np.array([[t if x != j else -1 for x, t in enumerate(row.tolist())] for j in cols],
+                                     dtype=np.int64))
+
+
 def move_at_risk(
     placer: ReplicaPlacer,
     replicas: np.ndarray,
@@ -118,8 +127,7 @@ def move_at_risk(
         held = [j for j in range(k) if row[j] >= 0]
         tried += 1
         # 3. the replica whose removal leaves the lowest risk
-        rest = np.array([[tenants[b, i] if i != j else -1 for i in range(k)] for j in held], dtype=np.int64)
-        drop = held[int(np.argmin(model.joint_many(rest)))]
+        drop = held[int(np.argmin(_risk_without(model, tenants[b], held)))]
         keep = [names[row[i]] for i in held if i != drop]
         old = names[row[drop]]
         try:
@@ -198,8 +206,8 @@ def move_busy_now(
         held = [j for j in range(k) if row[j] >= 0]
         busy_cols = [j for j in held if server_busy[row[j]]]
         if model is not None:
-            rest = np.array([[tenants[i, x] if x != j else -1 for x in range(k)] for j in busy_cols], dtype=np.int64)
-            order = [busy_cols[x] for x in np.argsort(model.joint_many(rest), kind="stable").tolist()]
+            risks = _risk_without(model, tenants[i], busy_cols)
+            order = [busy_cols[x] for x in np.argsort(risks, kind="stable").tolist()]
         else:
             order = [busy_cols[x] for x in rng.permutation(len(busy_cols)).tolist()]
         for drop in order:
