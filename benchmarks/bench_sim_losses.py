@@ -69,6 +69,7 @@ def main() -> None:
         _move_settings,
         _mover_cadence,
         _tenant_rates,
+        cobusy_mover,
         system_grids,
         year_of_reimages,
     )
@@ -145,9 +146,8 @@ def main() -> None:
             moves: Callable[[float, np.ndarray], MoveReport] | None = None
             if system is HdfsSystem.H_COBUSY_MOVER:
                 assert isinstance(placer, ReplicaPlacer)
-                daily = CobusyMover(dc, dc.cpu, placer, hist, busy_cpu, streams.fresh("moves"),
-                                    _move_settings(None, MOVE_EVERY_DAYS), pass_every_slots=pass_slots,
-                                    watch_rng=streams.fresh("watch") if pass_slots else None)
+                daily = cobusy_mover(dc, dc.cpu, placer, hist, busy_cpu, streams,
+                                     _move_settings(None, MOVE_EVERY_DAYS), pass_slots)
 
                 def mover(t_s: float, rep: np.ndarray, daily: CobusyMover = daily) -> MoveReport:
                     return daily.pass_at(hist + int(t_s // dc.series.interval_s), rep)

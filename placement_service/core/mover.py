@@ -88,6 +88,12 @@ class MoveReport:
     moved_columns: np.ndarray
     """For each moved block, the column of ``replicas`` that now holds the new server."""
 
+    @staticmethod
+    def nothing() -> MoveReport:
+        """The report of a pass that found nothing to move."""
+        empty = np.zeros(0, dtype=np.int64)
+        return MoveReport(0, 0, 0, 0.0, 0.0, empty, empty)
+
 
 def _risk_without(model: CobusyModel, row: np.ndarray, cols: list[int]) -> np.ndarray:
     """The estimate of a block's other tenants (``row``: its tenants, -1 missing) when each of
@@ -189,9 +195,8 @@ def move_busy_now(
         )
     server_busy = tenant_busy[placer.tenant_of(np.arange(len(names)))]
     hot = blocks_one_idle(rep, server_busy)
-    empty = np.zeros(0, dtype=np.int64)
     if hot.size == 0:
-        return MoveReport(0, 0, 0, 0.0, 0.0, empty, empty)
+        return MoveReport.nothing()
     model = placer.cobusy
     tenants = placer.tenant_of(rep[hot])
     before = float(model.joint_many(tenants).sum()) if model is not None else 0.0

@@ -224,16 +224,12 @@ class CobusyMover:
         self.pass_every_slots = max(0, int(pass_every_slots))
         self.watch_rng = watch_rng
         self.reports: list[MoveReport] = []
-        self.watch_reports: list[MoveReport] = []
+        self.watch_moved = 0
+        """Replicas the watch moved so far."""
         self._next_pass: int | None = None
         row = {t: i for i, t in enumerate(dc.series.tenants)}
         # The CPU row of each of the placer's tenants (-1: no series, never busy for the watch).
         self._cpu_row = np.array([row.get(t, -1) for t in placer.tenant_names], dtype=np.int64)
-
-    @property
-    def watch_moved(self) -> int:
-        """Replicas the watch moved so far."""
-        return sum(r.moved for r in self.watch_reports)
 
     def __call__(self, slot: int, replicas: np.ndarray) -> int:
         """``simulate_availability``'s ``mover``: the passes due at ``slot``, the replicas moved."""
@@ -243,7 +239,7 @@ class CobusyMover:
         """The passes due at ``slot`` over ``replicas`` [block, k] (updated in place): the daily one
         (refit on the ``history_slots`` before ``slot``, cyclic in the series) when due, then the watch."""
         slot = int(slot)
-        report = MoveReport(0, 0, 0, 0.0, 0.0, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        report = MoveReport.nothing()
         if self._next_pass is None or slot >= self._next_pass:
             start = slot - self.history_slots
             window = np.take(self.cpu, np.arange(start, slot) % self.cpu.shape[1], axis=1)
@@ -259,7 +255,7 @@ class CobusyMover:
             busy = np.zeros(known.shape, dtype=bool)
             busy[known] = self.cpu[self._cpu_row[known], slot % self.cpu.shape[1]] > self.busy_cpu
             watched = move_busy_now(self.placer, replicas, busy, self.watch_rng)
-            self.watch_reports.append(watched)
+            self.watch_moved += watched.moved
             report = merge_reports(report, watched)
         return report
 

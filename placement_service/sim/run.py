@@ -127,6 +127,16 @@ def _mover_cadence(dc: SimDatacenter, move_every_days: float, watch_every_hours:
     return min(watch_slots, pass_slots), pass_slots
 
 
+def cobusy_mover(
+    dc: SimDatacenter, cpu: np.ndarray, placer: ReplicaPlacer, history_slots: int, busy_cpu: float,
+    streams: Streams, move_config: MoveConfig, pass_slots: int,
+) -> CobusyMover:
+    """HDFS-H-cobusy-mover's passes for one run, on its named streams: ``pass_slots`` from
+    :func:`_mover_cadence` (0: no watch, a daily pass at every call)."""
+    return CobusyMover(dc, cpu, placer, history_slots, busy_cpu, streams.fresh("moves"), move_config,
+                       pass_every_slots=pass_slots, watch_rng=streams.fresh("watch") if pass_slots else None)
+
+
 def _history_slots(dc: SimDatacenter, history_days: float) -> int:
     return int(round(history_days * DAY_S / dc.series.interval_s))
 
@@ -306,9 +316,7 @@ def run_durability(
         daily: CobusyMover | None = None
         if system is HdfsSystem.H_COBUSY_MOVER:
             assert isinstance(placer, ReplicaPlacer)
-            daily = CobusyMover(dc, dc.cpu, placer, hist, busy_cpu, streams.fresh("moves"), move_config,
-                                pass_every_slots=pass_slots,
-                                watch_rng=streams.fresh("watch") if pass_slots else None)
+            daily = cobusy_mover(dc, dc.cpu, placer, hist, busy_cpu, streams, move_config, pass_slots)
             mover = lambda t_s, rep: daily.pass_at(hist + int(t_s // dc.series.interval_s), rep)  # noqa: E731
 
         res = simulate_durability(
@@ -383,9 +391,7 @@ def run_availability(
         mover = None
         if system is HdfsSystem.H_COBUSY_MOVER:
             assert isinstance(placer, ReplicaPlacer)
-            mover = CobusyMover(dc, cpu, placer, hist, config.busy_threshold, streams.fresh("moves"), move_config,
-                                pass_every_slots=pass_slots,
-                                watch_rng=streams.fresh("watch") if pass_slots else None)
+            mover = cobusy_mover(dc, cpu, placer, hist, config.busy_threshold, streams, move_config, pass_slots)
         res = simulate_availability(
             dc, cpu, placer, system, r, config,
             create_rng=streams.fresh("blocks"),
