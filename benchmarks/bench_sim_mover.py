@@ -39,8 +39,10 @@ EXPERIMENTS = {
 }
 
 
-def experiments(seed: int, runs: int | None, systems: str) -> dict[str, list[str]]:
-    """``EXPERIMENTS`` with another seed (sections named ``...-seedN``), run count or systems."""
+def experiments(seed: int, runs: int | None, systems: str, extra: list[str] | None = None,
+                suffix: str = "") -> dict[str, list[str]]:
+    """``EXPERIMENTS`` with another seed (sections named ``...-seedN``), run count or systems, and
+    ``extra`` arguments of ``harvest sim availability`` (sections named ``...<suffix>``)."""
     out = {}
     for name, argv in EXPERIMENTS.items():
         argv = list(argv)
@@ -50,7 +52,7 @@ def experiments(seed: int, runs: int | None, systems: str) -> dict[str, list[str
         if seed:
             argv += ["--seed", str(seed)]
             name = f"{name}-seed{seed}"
-        out[name] = argv
+        out[name + suffix] = argv + list(extra or [])
     return out
 
 
@@ -92,9 +94,20 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0, help="the runs' random streams (default 0, as docs/results.md)")
     ap.add_argument("--runs", type=int, default=None, help="runs per point (default: generated 3, real traces 2)")
     ap.add_argument("--systems", default=SYSTEMS, help=f"placements side by side (default {SYSTEMS})")
+    ap.add_argument("--watch-every-hours", type=float, default=None,
+                    help="the mover's watch period, passed to harvest sim (sections named ...-watch; 0: off)")
+    ap.add_argument("--cobusy-spread", type=float, default=None,
+                    help="the co-busy spread bound, passed to harvest sim (sections named ...-spreadF)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    plan = experiments(args.seed, args.runs, args.systems)
+    extra, suffix = [], ""
+    if args.watch_every_hours is not None:
+        extra += ["--watch-every-hours", f"{args.watch_every_hours:g}"]
+        suffix += "-watch" if args.watch_every_hours > 0 else "-nowatch"
+    if args.cobusy_spread is not None:
+        extra += ["--cobusy-spread", f"{args.cobusy_spread:g}"]
+        suffix += f"-spread{args.cobusy_spread:g}"
+    plan = experiments(args.seed, args.runs, args.systems, extra, suffix)
     if not args.report_only:
         with ThreadPoolExecutor(max(1, args.parallel)) as pool:
             list(pool.map(lambda kv: run(args.work, kv[0], kv[1], args.force), plan.items()))
