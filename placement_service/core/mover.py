@@ -12,10 +12,13 @@ every block's replica servers:
 
 1. Risk of a block: the estimated probability that all of its replicas' tenants are busy at once
    (``CobusyModel.joint_many``; a missing replica is left out).
-2. Blocks with at least two replicas above ``risk_max``, riskiest first, at most
+2. Blocks with every replica live above ``risk_max``, riskiest first, at most
    ``max_moves_frac`` of the blocks per pass (the network and disk of a move are paid on the
-   primary tenants' servers: the cap bounds them). A block with one replica left (or none) is
-   re-replication's work, not a move's.
+   primary tenants' servers: the cap bounds them). A block short of a replica is re-replication's
+   work, not a move's: its estimate leaves the missing tenant out, so it would rank first, and
+   during a reimage storm the pass would spend its budget moving the survivors of just-wiped
+   blocks onto the quietest tenants, the ones a rolling reimage may take next (a 4M-block year
+   lost blocks this way: docs/bench/cobusy.md, "Short blocks").
 3. For each: the replica to give up is the one whose removal leaves the lowest risk of the rest
    (the tenant that contributes most). A new replica is placed with the others as ``existing``
    (every grid rule of the placer holds: distinct rows, columns and environments, busy and full
@@ -33,8 +36,11 @@ tenant never busy in ten days turn busy 20 minutes after the pass, a second turn
 later, the third half an hour after that). What the history cannot say, the present does: a block
 with every live replica but one on a tenant busy now is one burst from unreadable. For each such
 block, a busy replica moves to a tenant not busy now (the others kept as ``existing``, every grid
-rule held, no relaxation; the lowest estimate, as for a move), dropping first the busy replica
-whose removal leaves the lowest estimate. The copy reads the replica that is not busy, so the
+rule held, no relaxation), dropping first the busy replica whose removal leaves the lowest
+estimate. The new replica goes, like a re-replication's, to any idle tenant that keeps the block
+under the placer's risk target, not to the lowest estimate: a year of watch moves to the lowest
+estimate put thousands of blocks on the same few quiet pairs, and one correlated reimage of them
+took those blocks to one replica at once (docs/bench/cobusy.md, "The hourly watch"). The copy reads the replica that is not busy, so the
 primary tenants the move touches are all idle. Few blocks qualify where the estimates placed them
 well (about 0.1% a day on the generated datacenter at 40%), so the watch needs no budget.
 
@@ -119,7 +125,10 @@ def move_at_risk(
     tenants = placer.tenant_of(rep)
     risk = model.joint_many(tenants)
     before = float(risk.sum())
-    hot = np.flatnonzero((risk > config.risk_max) & ((rep >= 0).sum(axis=1) >= 2))
+    # Only blocks with every replica live: a block short of replicas is re-replication's work. Its
+    # estimate lacks the missing tenant, so it ranks first, and moving it during a reimage storm
+    # sends its survivors to the quietest tenants, which may be the ones being reimaged.
+    hot = np.flatnonzero((risk > config.risk_max) & ((rep >= 0).sum(axis=1) == rep.shape[1]) & (rep.shape[1] >= 2))
     order = hot[np.argsort(-risk[hot], kind="stable")]
     budget = math.ceil(config.max_moves_frac * len(rep))
     names = placer.inventory.server
@@ -160,8 +169,9 @@ def move_at_risk(
 
 
 def blocks_one_idle(replicas: np.ndarray, server_busy: np.ndarray) -> np.ndarray:
-    """Rows of ``replicas`` [block, k] (inventory rows, -1 missing) with at least two live replicas
-    of which exactly one is on a server not busy (``server_busy``: per inventory row)."""
+    """Rows of ``replicas`` [block, k >= 2] (inventory rows, -1 missing) with every replica live,
+    exactly one of them on a server not busy (``server_busy``: per inventory row). A block short of
+    replicas is left to re-replication, as in :func:`move_at_risk`."""
     table = np.append(np.asarray(server_busy, dtype=bool), False).view(np.uint8)  # -1 -> not busy
     rep = replicas
     nb = np.zeros(rep.shape[0], dtype=np.uint8)
@@ -170,7 +180,7 @@ def blocks_one_idle(replicas: np.ndarray, server_busy: np.ndarray) -> np.ndarray
         col = rep[:, k]
         nb += table[col]
         nl += (col >= 0).view(np.uint8)
-    return np.flatnonzero((nl >= 2) & (nb + 1 == nl))
+    return np.flatnonzero((nl == rep.shape[1]) & (nl >= 2) & (nb + 1 == nl))
 
 
 def move_busy_now(
@@ -178,11 +188,15 @@ def move_busy_now(
     replicas: np.ndarray,
     busy: np.ndarray,
     rng: np.random.Generator,
+    risk_target: float | None = None,
 ) -> MoveReport:
     """The watch of the module docstring: ``busy`` holds, per tenant (order of
     ``placer.tenant_names``), whether it is busy now. Updates ``replicas`` in place and reports
     the blocks with one idle replica (``at_risk``), those tried and moved; ``risk_before`` and
-    ``risk_after`` sum the estimates over those blocks (0 without co-busy estimates)."""
+    ``risk_after`` sum the estimates over those blocks (0 without co-busy estimates).
+    ``risk_target``: the co-busy risk target of the new replica's choice (``ReplicaPlacer.place``);
+    default (None) the placer's re-replication target, uniform among the idle tenants that keep
+    the block under it; 0 takes the lowest estimate."""
     rep = replicas
     if rep.ndim != 2:
         raise PolicyError(f"move_busy_now: replicas must be [block, k], got shape {rep.shape}")
@@ -219,7 +233,7 @@ def move_busy_now(
             keep = [names[row[x]] for x in held if x != drop]
             old = names[row[drop]]
             try:
-                res = placer.place(None, 1, existing=keep, excluded=[old, *avoid], rng=rng, risk_target=0.0)
+                res = placer.place(None, 1, existing=keep, excluded=[old, *avoid], rng=rng, risk_target=risk_target)
             except PlacementError:
                 continue
             new = placer.server_index(res.targets[0])

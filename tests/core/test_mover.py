@@ -131,7 +131,7 @@ def test_bad_inputs_are_refused() -> None:
         plain.set_cobusy(_trio_busy_model(list(placer.tenant_names)))
 
 
-def test_the_report_names_every_moved_replica_and_blocks_with_one_replica_wait_for_repair() -> None:
+def test_the_report_names_every_moved_replica_and_blocks_short_of_replicas_wait_for_repair() -> None:
     placer, tenants, _ = _grid_cluster()
     holders = [("a0-s0", "a4-s0", "a8-s0"), ("a0-s1", "a4-s1", "a8-s1"), ("a0-s0", "a4-s0", "a8-s0")]
     rep = _blocks(placer, holders)
@@ -158,7 +158,7 @@ def test_blocks_one_idle_matches_a_count_row_by_row(seed: int, k: int) -> None:
     server_busy = rng.random(12) < 0.4
     rep = rng.integers(-1, 12, (60, k))
     want = [b for b, row in enumerate(rep.tolist())
-            if sum(x >= 0 for x in row) >= 2 and sum(x >= 0 and not server_busy[x] for x in row) == 1]
+            if k >= 2 and all(x >= 0 for x in row) and sum(not server_busy[x] for x in row) == 1]
     assert blocks_one_idle(rep, server_busy).tolist() == want
 
 
@@ -171,14 +171,15 @@ def test_watch_moves_a_busy_replica_of_blocks_left_with_one_idle_replica() -> No
         ("a0-s0", "a4-s1", "a2-s0"),  # all three busy: no idle replica to copy from, left alone
     ]
     rep = _blocks(placer, holders)
-    rep[1, 2] = -1  # b8's replica lost: b0 busy, b4 idle, one idle of two live -> at risk
+    rep[1, 2] = -1  # b8's replica lost: b0 busy, b4 idle, one idle of two live, but short: the repair's
     busy_now = {"a0", "a4", "a2", "b0"}
     placer.set_cobusy(_trio_busy_model(tenants))
     before, free = rep.copy(), _free(placer)
     report = move_busy_now(placer, rep, _busy(placer, busy_now), np.random.default_rng(0))
-    assert report.at_risk == 3 and report.moved == 3
+    assert report.at_risk == 2 and report.moved == 2
     names = placer.inventory.server
-    for b in (0, 1, 2):
+    assert (rep[1] == before[1]).all()
+    for b in (0, 2):
         held = [names[s] for s in rep[b] if s >= 0]
         ts = [h.split("-")[0] for h in held]
         assert sum(t in busy_now for t in ts) == len(ts) - 2  # two idle replicas now
@@ -230,3 +231,48 @@ def test_watch_refuses_busy_flags_of_the_wrong_length() -> None:
         move_busy_now(placer, np.zeros((1, 3), dtype=np.int64), np.zeros(5, dtype=bool), np.random.default_rng(0))
     with pytest.raises(PolicyError, match="block, k"):
         move_busy_now(placer, np.zeros(3, dtype=np.int64), np.zeros(18, dtype=bool), np.random.default_rng(0))
+
+
+def test_watch_spreads_its_moves_over_the_idle_tenants_under_the_target() -> None:
+    """Issue 14: the watch's moves to the lowest estimate put a 4M-block year's blocks on the same
+    quiet pairs. By default a moved replica goes to any idle tenant that keeps the block under the
+    placer's re-replication target, like a repair; ``risk_target=0`` keeps the lowest estimate."""
+    tenants = [f"{p}{i}" for p in "abcd" for i in range(9)]
+    cells = {t: GridCell(int(t[1:]) % 3, int(t[1:]) // 3) for t in tenants}
+    rows = [(f"{t}-s0", t, f"env-{t}", "r0", 100 * BLOCK_MB / 1024) for t in tenants]
+    m1 = np.full(len(tenants), 0.005)
+    m1[tenants.index("b0")] = 0.001  # the quietest of cell (0, 0): the lowest estimate
+    model = CobusyModel(tuple(tenants), m1, np.outer(m1, m1))  # independent: every trio under 1e-6
+    spread: dict[float | None, dict[str, int]] = {}
+    for target in (None, 0.0):
+        placer = ReplicaPlacer(make_inventory(rows), cells, seed=0, cobusy=model)
+        rep = _blocks(placer, [("a0-s0", "a4-s0", "a8-s0")] * 60)
+        report = move_busy_now(placer, rep, _busy(placer, {"a0", "a4"}), np.random.default_rng(1), target)
+        assert report.moved == 60
+        names = list(placer.inventory.server)
+        assert {names[s] for s in rep[:, 1]} == {"a4-s0"} and {names[s] for s in rep[:, 2]} == {"a8-s0"}
+        new = [str(names[s]).split("-")[0] for s in rep[:, 0]]
+        spread[target] = {t: new.count(t) for t in sorted(set(new))}
+    assert spread[0.0] == {"b0": 60}
+    assert set(spread[None]) == {"b0", "c0", "d0"} and max(spread[None].values()) <= 35
+
+
+def test_blocks_short_of_a_replica_neither_move_nor_take_the_budget() -> None:
+    """Issue 14, 4M-block year: after a reimage wiped one replica of many blocks, their estimate
+    (two tenants, the missing one left out) ranked them above every full block, and the daily pass
+    spent its budget moving their survivors onto the quietest tenants, which the same rolling
+    reimage took an hour later. A block short of a replica is the repair's; the riskiest full
+    block gets the budget, and the watch leaves short blocks alone too."""
+    placer, tenants, _ = _grid_cluster()
+    rep = _blocks(placer, [("a0-s0", "a4-s0", "b8-s0"), ("a0-s1", "a4-s1", "b8-s1")])
+    rep[0, 2] = -1  # b8's replica wiped: a0 + a4 alone estimate 0.5, the full block 5e-3
+    placer.set_cobusy(_trio_busy_model(tenants))
+    before = rep.copy()
+    report = move_at_risk(placer, rep, MoveConfig(risk_max=1e-4, max_moves_frac=0.5), np.random.default_rng(0))
+    assert report.at_risk == 1 and report.tried == 1 and report.moved == 1  # budget ceil(0.5 * 2) = 1
+    assert report.moved_blocks.tolist() == [1] and (rep[0] == before[0]).all()
+    # The watch: a0 busy, a4 idle; the short block has one idle replica of two live, the full one
+    # (a0, a4, a8 with a8 busy) one idle of three: only the full block is watched.
+    rep2 = _blocks(placer, [("a0-s0", "a4-s0", "b8-s1"), ("a0-s1", "a4-s1", "a8-s0")])
+    rep2[0, 2] = -1
+    assert blocks_one_idle(rep2, _busy(placer, {"a0", "a8"})[placer.tenant_of(np.arange(len(placer.inventory.server)))]).tolist() == [1]
