@@ -176,9 +176,9 @@ MOVE_MAX_FRAC_PER_DAY = 0.05
 WATCH_EVERY_HOURS = 0.0
 """HDFS-H-cobusy-mover: every this many hours between the daily passes, blocks with one idle replica
 left move a busy one (``core.mover.move_busy_now``); 0: no watch. Off by default: hourly, it brought
-the failed accesses at 40% to 0 in every run, but 4M-block durability years with it lost 4 and 3
-blocks and took 22,750 and 23,167 to one replica (7,915 without): its moves to the lowest estimate
-put many blocks on the same quiet pairs (docs/bench/cobusy.md, "The hourly watch")."""
+the failed accesses at 40% to 0 in every run; a 4M-block durability year with it lost 2 blocks
+at the default's exposure (7,729 against 7,782; the default lost 0), which one year cannot tell from
+chance (docs/bench/cobusy.md, "Short blocks")."""
 
 
 def mover_config(
