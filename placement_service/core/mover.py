@@ -34,13 +34,13 @@ estimates are a day old at best, and a tenant idle for weeks can turn busy for d
 (on the generated datacenter at 40% utilization, the one block a daily pass left to fail had a
 tenant never busy in ten days turn busy 20 minutes after the pass, a second turn busy seven hours
 later, the third half an hour after that). What the history cannot say, the present does: a block
-with every live replica but one on a tenant busy now is one burst from unreadable. For each such
+with every replica live and all but one on a tenant busy now is one burst from unreadable. For each such
 block, a busy replica moves to a tenant not busy now (the others kept as ``existing``, every grid
 rule held, no relaxation), dropping first the busy replica whose removal leaves the lowest
 estimate. The new replica goes, like a re-replication's, to any idle tenant that keeps the block
-under the placer's risk target, not to the lowest estimate: a year of watch moves to the lowest
-estimate put thousands of blocks on the same few quiet pairs, and one correlated reimage of them
-took those blocks to one replica at once (docs/bench/cobusy.md, "The hourly watch"). The copy reads the replica that is not busy, so the
+under the placer's risk target, not to the lowest estimate, which would add to the replicas the
+quietest tenants already hold (docs/bench/cobusy.md, "Short blocks"). The copy reads the replica
+that is not busy, so the
 primary tenants the move touches are all idle. Few blocks qualify where the estimates placed them
 well (about 0.1% a day on the generated datacenter at 40%), so the watch needs no budget.
 
@@ -128,7 +128,7 @@ def move_at_risk(
     # Only blocks with every replica live: a block short of replicas is re-replication's work. Its
     # estimate lacks the missing tenant, so it ranks first, and moving it during a reimage storm
     # sends its survivors to the quietest tenants, which may be the ones being reimaged.
-    hot = np.flatnonzero((risk > config.risk_max) & ((rep >= 0).sum(axis=1) == rep.shape[1]) & (rep.shape[1] >= 2))
+    hot = np.flatnonzero((risk > config.risk_max) & (rep >= 0).all(axis=1)) if rep.shape[1] >= 2 else np.zeros(0, np.int64)
     order = hot[np.argsort(-risk[hot], kind="stable")]
     budget = math.ceil(config.max_moves_frac * len(rep))
     names = placer.inventory.server
