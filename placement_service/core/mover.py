@@ -125,9 +125,7 @@ def move_at_risk(
     tenants = placer.tenant_of(rep)
     risk = model.joint_many(tenants)
     before = float(risk.sum())
-    # Only blocks with every replica live: a block short of replicas is re-replication's work. Its
-    # estimate lacks the missing tenant, so it ranks first, and moving it during a reimage storm
-    # sends its survivors to the quietest tenants, which may be the ones being reimaged.
+    # Only blocks with every replica live (step 2 of the module docstring says why).
     hot = np.flatnonzero((risk > config.risk_max) & (rep >= 0).all(axis=1)) if rep.shape[1] >= 2 else np.zeros(0, np.int64)
     order = hot[np.argsort(-risk[hot], kind="stable")]
     budget = math.ceil(config.max_moves_frac * len(rep))

@@ -200,7 +200,7 @@ class CobusyMover:
     then; the series repeats past its end), gives them to the placer and moves the replicas of the
     blocks at risk. Watch (at every call when ``watch_rng`` is given, on that stream): the tenants busy
     at ``T`` (CPU above ``busy_cpu``) and ``core.mover.move_busy_now`` (its new replicas at
-    ``watch_risk_target``, default the placer's re-replication target). The
+    the placer's re-replication target). The
     caller calls it at the watch's period (hourly) and the daily pass runs when it is due."""
 
     def __init__(
@@ -216,7 +216,6 @@ class CobusyMover:
         *,
         pass_every_slots: int = 0,
         watch_rng: np.random.Generator | None = None,
-        watch_risk_target: float | None = None,
     ) -> None:
         self.dc, self.cpu, self.placer = dc, cpu, placer
         self.history_slots = max(1, int(history_slots))
@@ -225,7 +224,6 @@ class CobusyMover:
         self.cobusy_config = cobusy_config
         self.pass_every_slots = max(0, int(pass_every_slots))
         self.watch_rng = watch_rng
-        self.watch_risk_target = watch_risk_target
         self.reports: list[MoveReport] = []
         self.watch_moved = 0
         """Replicas the watch moved so far."""
@@ -257,7 +255,7 @@ class CobusyMover:
             known = self._cpu_row >= 0
             busy = np.zeros(known.shape, dtype=bool)
             busy[known] = self.cpu[self._cpu_row[known], slot % self.cpu.shape[1]] > self.busy_cpu
-            watched = move_busy_now(self.placer, replicas, busy, self.watch_rng, self.watch_risk_target)
+            watched = move_busy_now(self.placer, replicas, busy, self.watch_rng)
             self.watch_moved += watched.moved
             report = merge_reports(report, watched)
         return report
