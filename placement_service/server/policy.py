@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +104,21 @@ class StaticInputs:
     reimage_rates: Mapping[str, float]  # tenant -> reimages per server per 30-day month
     node_tenant: Mapping[str, str] = field(default_factory=dict)  # from the inventory
     node_reimages: Mapping[str, float] = field(default_factory=dict)  # node -> reimages seen (the file's)
+    node_reimage_times: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # node -> the file's times
+
+
+SAME_REIMAGE_S = 6 * 3600.0
+"""Two reimage events of one node this close (seconds) are one reimage. The same reimage reaches the
+service more than once, with different times: in the operator's reimages file (when it started, say)
+and from the agent (``detected``: the boot after it, ``agent/reimage.py``), or declared by an
+operator as well; a reimage takes hours. A retried reimage within hours counts once, too."""
+
+
+def count_reimages(times: Iterable[float]) -> float:
+    """Distinct reimages among one node's event times: events within ``SAME_REIMAGE_S`` of the
+    previous one (in time order) are the same reimage."""
+    ts = sorted(times)
+    return float(sum(1 for i, t in enumerate(ts) if i == 0 or t - ts[i - 1] > SAME_REIMAGE_S))
 
 
 def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
@@ -112,6 +127,7 @@ def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
     rates: dict[str, float] = {}
     tenant: dict[str, str] = {}
     seen: dict[str, float] = {}
+    times: dict[str, list[float]] = {}
     if cfg.inventory_file is not None:
         from placement_service.traces.io import load_inventory
 
@@ -125,11 +141,12 @@ def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
 
             events = load_reimages(cfg.reimages_file, known_servers=inv.server)
             rates = reimage_rates(events, inv)
-            for node in events.server:
-                seen[node] = seen.get(node, 0.0) + 1.0
+            for node, ts in zip(events.server, events.timestamp_s.tolist(), strict=True):
+                times.setdefault(node, []).append(float(ts))
+            seen = {node: count_reimages(ts) for node, ts in times.items()}
     elif cfg.reimages_file is not None:
         logger.warning("reimages_file needs inventory_file (server -> tenant); reimage rates ignored")
-    return StaticInputs(env, rack, rates, tenant, seen)
+    return StaticInputs(env, rack, rates, tenant, seen, {n: tuple(sorted(ts)) for n, ts in times.items()})
 
 
 @dataclass(frozen=True)

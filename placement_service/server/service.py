@@ -58,6 +58,7 @@ from placement_service.server.policy import (
     PolicyView,
     StaticInputs,
     build_policy_view,
+    count_reimages,
     load_static_inputs,
 )
 from placement_service.server.recluster import ReclusterInput, ReclusterWorker
@@ -609,19 +610,22 @@ class PlacementService:
         return cfg.placement_cobusy and (cfg.placement_reimage_choices > 1 or cfg.placement_repair_choices > 1)
 
     def _static_now(self) -> StaticInputs:
-        """The operator's static inputs with each node's reimages seen: the reimages file's plus every
-        reimage reported to the service (``POST /v1/reimages``; what the co-busy placer's server
-        choice reads, ``placement_reimage_choices``). An event in both counts twice. Nothing is read
-        while no placer would use the counts."""
+        """The operator's static inputs with each node's reimages seen (:meth:`reimages_seen_by_node`).
+        Nothing is read while no placer would use the counts."""
         if not self._counts_reimages():
             return self._static
-        reported = self.state.load_reimages()
-        if not reported:
-            return self._static
-        seen = dict(self._static.node_reimages)
-        for node, _ts, _tenant, _how in reported:
-            seen[node] = seen.get(node, 0.0) + 1.0
-        return replace(self._static, node_reimages=seen)
+        return replace(self._static, node_reimages=self.reimages_seen_by_node())
+
+    def reimages_seen_by_node(self) -> dict[str, float]:
+        """Each node's distinct reimages: the reimages file's and every one reported to the service
+        (``POST /v1/reimages``), what the co-busy placer's server choice reads
+        (``placement_reimage_choices``). Events of one node within ``SAME_REIMAGE_S`` are one
+        reimage, so a reimage in both the file and a report, or detected by the agent and declared
+        by the operator, counts once."""
+        times: dict[str, list[float]] = {n: list(ts) for n, ts in self._static.node_reimage_times.items()}
+        for node, ts, _tenant, _how in self.state.load_reimages():
+            times.setdefault(node, []).append(float(ts))
+        return {node: count_reimages(ts) for node, ts in times.items()}
 
     def reimage_rates(self, servers_per_tenant: Mapping[str, int], now_s: float) -> dict[str, float]:
         """Reimages per server per 30-day month for the grid rows. A tenant with live reimages in the

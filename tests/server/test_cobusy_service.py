@@ -67,7 +67,7 @@ def write_static_files(tmp: Path, now_s: float) -> tuple[Path, Path]:
                 rows.append(f"{node},{t},{t},/rack{r},{CORES},16384,1000")
                 for _ in range(r + (EXTRA_REIMAGES if n == 0 else 0)):
                     k += 1
-                    events.append(f"{now_s - 40 * 86400 + k * 3600:.0f},{node}")
+                    events.append(f"{now_s - 100 * 86400 + k * 86400:.0f},{node}")  # a day apart: distinct reimages
     inv.write_text("\n".join(rows) + "\n")
     reimages = tmp / "reimages.csv"
     reimages.write_text("\n".join(events) + "\n")
@@ -197,7 +197,7 @@ def test_replicas_stay_off_tenants_busy_together(tmp_path: Path, static_files: t
             # view is rebuilt (the next compaction tick), -1 is passed over like -0.
             before = server.metric("harvest_policy_rebuilds_total")
             now = time.time()
-            events = [{"node": f"{tenant_of(r, c)}-1", "timestamp": now - 3600 + 60 * k}
+            events = [{"node": f"{tenant_of(r, c)}-1", "timestamp": now - (k + 1) * 86400}
                       for r in range(3) for c in range(3) for k in range(8)]
             assert server.call("POST", "/v1/reimages", {"events": events})[0] == 202
             deadline = time.monotonic() + 60

@@ -59,3 +59,32 @@ def _report(node: str, tenant: str, ts: float):
     from placement_service.server.reports import parse_report_batch
 
     return parse_report_batch({"reports": [report(node, tenant, ts, seq=1)]}, time.time(), 300.0, 10)[0]
+
+
+def test_a_reimage_both_in_the_file_and_reported_counts_once(tmp_path):
+    """The co-busy placer's server choice reads each node's reimages seen: the reimages file's plus
+    the reported ones. An agent reporting a reimage the operator's file already holds, or the agent and
+    the operator both reporting one (the same node within ``SAME_REIMAGE_S``), is one reimage, not two."""
+    now = time.time()
+    inv = tmp_path / "inventory.csv"
+    inv.write_text("server,tenant,environment,rack,cores,memory_mb,storage_gb\n"
+                   "a0,a,a,/r0,8,16384,1000\na1,a,a,/r0,8,16384,1000\n")
+    reimages = tmp_path / "reimages.csv"
+    t_file = now - 10 * 86400
+    reimages.write_text(f"timestamp,server\n{t_file:.0f},a0\n{t_file - 86400:.0f},a0\n")
+    svc = PlacementService(build_config(env={}, flags={
+        "data_dir": str(tmp_path / "d"), "inventory_file": str(inv), "reimages_file": str(reimages),
+        "placement_cobusy": True, "placement_reimage_choices": 2}))
+    svc.start()
+    try:
+        assert svc.record_reimages([
+            ("a0", round(t_file), "detected"),  # the file's, to the second
+            ("a0", round(t_file) + 600, "detected"),  # the file's, seen by the agent ten minutes later
+            ("a0", now - 86400, "detected"),  # a new one
+            ("a1", now - 86400, "detected"),  # a node the file has none of ...
+            ("a1", now - 86400 + 300, "declared"),  # ... and its operator declaring the same reimage
+        ]) == (5, 0)
+        seen = svc.reimages_seen_by_node()
+        assert seen["a0"] == 3.0 and seen["a1"] == 1.0, seen
+    finally:
+        svc.close()
