@@ -98,12 +98,18 @@ def main() -> int:
                     help="the mover's watch period, passed to harvest sim (sections named ...-watch; 0: off)")
     ap.add_argument("--cobusy-spread", type=float, default=None,
                     help="the co-busy spread bound, passed to harvest sim (sections named ...-spreadF)")
+    ap.add_argument("--cobusy-new-target", type=float, default=None,
+                    help="the co-busy placements' target for new blocks, passed to harvest sim (sections named "
+                         "...-newT)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     extra, suffix = [], ""
     if args.watch_every_hours is not None:
         extra += ["--watch-every-hours", f"{args.watch_every_hours:g}"]
         suffix += "-watch" if args.watch_every_hours > 0 else "-nowatch"
+    if args.cobusy_new_target is not None:
+        extra += ["--cobusy-new-target", f"{args.cobusy_new_target:g}"]
+        suffix += f"-new{args.cobusy_new_target:g}"
     if args.cobusy_spread is not None:
         extra += ["--cobusy-spread", f"{args.cobusy_spread:g}"]
         suffix += f"-spread{args.cobusy_spread:g}"

@@ -97,6 +97,10 @@ lowest estimate. 1e-6 is the mover's ``MoveConfig.risk_max`` (a block repaired u
 mover leaves alone). Without it, each repair sent the block to the next quietest tenant, so over a
 year of reimages blocks converged onto a few tenant trios whose reimages then left re-replication
 backlogs of days: a 4M-block year lost 518 blocks (docs/bench/cobusy.md, 2026-11-27)."""
+COBUSY_NEW_TARGET = 0.0
+"""With co-busy estimates, for new blocks: as ``COBUSY_RISK_TARGET`` for re-replications, a tenant
+that keeps the block's estimate at most this is as good as the lowest (0, the default: new blocks
+take the lowest estimate, within ``COBUSY_REL_TOL``)."""
 COBUSY_SPREAD = 0.0
 """With co-busy estimates, the spread bound's factor ``f`` (0: off, the default): a tenant that has
 taken more than ``f`` times its servers' share of its grid cell's co-busy choices (and more than
@@ -174,6 +178,7 @@ class ReplicaPlacer(PlacerBase):
         cobusy_penalty: Mapping[str, float] | None = None,
         cobusy_risk_target: float = COBUSY_RISK_TARGET,
         cobusy_spread: float = COBUSY_SPREAD,
+        cobusy_new_target: float = COBUSY_NEW_TARGET,
         server_reimages: Mapping[str, float] | None = None,
         reimage_choices: int = REIMAGE_CHOICES,
         repair_choices: int = REPAIR_CHOICES,
@@ -182,8 +187,9 @@ class ReplicaPlacer(PlacerBase):
         for name, k in (("reimage_choices", reimage_choices), ("repair_choices", repair_choices)):
             if not (isinstance(k, int) and k >= 1):
                 raise PolicyError(f"ReplicaPlacer: {name} must be an integer >= 1, got {k!r}")
-        if not (0.0 <= cobusy_risk_target < 1.0):  # also refuses NaN
-            raise PolicyError(f"ReplicaPlacer: cobusy_risk_target must be in [0, 1), got {cobusy_risk_target}")
+        for name, target in (("cobusy_risk_target", cobusy_risk_target), ("cobusy_new_target", cobusy_new_target)):
+            if not (0.0 <= target < 1.0):  # also refuses NaN
+                raise PolicyError(f"ReplicaPlacer: {name} must be in [0, 1), got {target}")
         if not (cobusy_spread == 0.0 or 1.0 <= cobusy_spread < float("inf")):  # also refuses NaN
             raise PolicyError(f"ReplicaPlacer: cobusy_spread must be 0 (no bound) or >= 1, got {cobusy_spread}")
         if busy_hours is not None and cobusy is not None:
@@ -250,6 +256,7 @@ class ReplicaPlacer(PlacerBase):
         self._cobusy: CobusyModel | None = aligned(cobusy, tenants) if cobusy is not None else None
         self._cobusy_rel_tol = float(cobusy_rel_tol)
         self._cobusy_target = float(cobusy_risk_target)
+        self._cobusy_new_target = float(cobusy_new_target)
         self._cobusy_spread = float(cobusy_spread)
         # Co-busy choices each tenant and each cell took (the spread bound's counts), and servers.
         self._spread_taken = np.zeros(len(tenants))
@@ -452,7 +459,7 @@ class ReplicaPlacer(PlacerBase):
         columns count as used and ``replicas`` counts only the new ones. ``rng``: the random
         stream (default: the placer's own, seeded at construction). ``risk_target``: the co-busy
         risk target of this call (default: the placer's ``cobusy_risk_target`` with ``existing``
-        holders, 0, the lowest estimate, for a new block).
+        holders, its ``cobusy_new_target`` for a new block: 0 by default, the lowest estimate).
         """
         if risk_target is not None and not 0.0 <= risk_target < 1.0:
             raise PolicyError(f"place: risk_target must be in [0, 1), got {risk_target}")
@@ -463,7 +470,9 @@ class ReplicaPlacer(PlacerBase):
             if self._usable[i] and self._server_cell[i] >= 0:
                 cell_free[self._server_cell[i]] -= 1
         st = _Block(cell_free, taken)
-        st.target = risk_target if risk_target is not None else self._cobusy_target if holders else 0.0
+        if risk_target is None:
+            risk_target = self._cobusy_target if holders else self._cobusy_new_target
+        st.target = risk_target
         for h in holders:  # already subtracted from cell_free above when usable
             self._record(st, h, counted=True)
         targets: list[int] = []

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from placement_service import HarvestError
 from placement_service.core.mover import MoveConfig
 from placement_service.core.placement import (
+    COBUSY_NEW_TARGET,
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
     REIMAGE_CHOICES,
@@ -344,6 +345,11 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
                         "while a tenant under the bound keeps the block under the risk target; it spreads the quiet "
                         "tenants' replicas (shorter re-replication backlogs at scale) at some cost in availability "
                         f"(2: HDFS's considerLoad factor; 0: off; default {COBUSY_SPREAD:g})")
+    c.add_argument("--cobusy-new-target", type=finite_float, default=COBUSY_NEW_TARGET,
+                   help="new blocks: a tenant that keeps the block's estimated probability of all its replicas' "
+                        "tenants busy at once at most this is as good as the lowest, and the replica goes to any "
+                        "such tenant, as --cobusy-risk-target does for re-replications; it spreads new blocks over "
+                        f"more tenants (default {COBUSY_NEW_TARGET:g}: the lowest estimate)")
     c.add_argument("--reimage-choices", type=int, default=REIMAGE_CHOICES,
                    help="co-busy placements put a replica on the server with the fewest reimages seen (the "
                         "history's, then the simulated ones) of this many random usable servers of the chosen "
@@ -372,8 +378,9 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
 def _move_config(args: argparse.Namespace) -> MoveConfig:
     """The mover's per-pass settings from its options, and the co-busy risk target checked (both
     before any input is read)."""
-    if not 0.0 <= args.cobusy_risk_target < 1.0:
-        raise SimUsageError(f"--cobusy-risk-target must be in [0, 1), got {args.cobusy_risk_target:g}")
+    for opt in ("cobusy_risk_target", "cobusy_new_target"):
+        if not 0.0 <= getattr(args, opt) < 1.0:
+            raise SimUsageError(f"--{opt.replace('_', '-')} must be in [0, 1), got {getattr(args, opt):g}")
     if not (args.cobusy_spread == 0.0 or args.cobusy_spread >= 1.0):
         raise SimUsageError(f"--cobusy-spread must be 0 (no bound) or >= 1, got {args.cobusy_spread:g}")
     if not args.watch_every_hours >= 0.0:
@@ -412,7 +419,8 @@ def _durability(args: argparse.Namespace) -> int:
         dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days,
         systems=systems, workers=args.workers, move_config=move, move_every_days=args.move_every_days,
         cobusy_risk_target=args.cobusy_risk_target,
-        cobusy_spread=args.cobusy_spread, reimage_choices=args.reimage_choices,
+        cobusy_spread=args.cobusy_spread, cobusy_new_target=args.cobusy_new_target,
+        reimage_choices=args.reimage_choices,
         repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
@@ -458,7 +466,8 @@ def _availability(args: argparse.Namespace) -> int:
         dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
         seed=args.seed, config=config, systems=systems, workers=args.workers,
         move_config=move, move_every_days=args.move_every_days, cobusy_risk_target=args.cobusy_risk_target,
-        cobusy_spread=args.cobusy_spread, reimage_choices=args.reimage_choices,
+        cobusy_spread=args.cobusy_spread, cobusy_new_target=args.cobusy_new_target,
+        reimage_choices=args.reimage_choices,
         repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}

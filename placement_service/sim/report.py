@@ -271,9 +271,10 @@ def write_report(
         all_checks += [f"- **{section}**"] + ["  " + c for c in checks]
         lines += [f"## {section}", ""]
         keys = ("servers", "tenants", "runs", "days", "blocks", "levels", "replicas", "scaling", "seed", "wall_s",
-                "cobusy_spread")
-        # (cobusy_spread only when the spread bound was on: 0, or absent before it existed, is the default)
-        shown = [k for k in keys if k in settings and not (k == "cobusy_spread" and not settings[k])]
+                "cobusy_spread", "cobusy_new_target", "watch_every_hours")
+        # (the options off by default only when on: 0, or absent before they existed, is the default)
+        optional = ("cobusy_spread", "cobusy_new_target", "watch_every_hours")
+        shown = [k for k in keys if k in settings and not (k in optional and not settings[k])]
         lines.append("Settings: " + ", ".join(f"`{k}={settings[k]}`" for k in shown))
         lines += ["", provenance(settings)]
         lines += ["", *rows, "", "Checks:", "", *(checks or ["- (no paired points to check)"]), ""]

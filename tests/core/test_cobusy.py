@@ -274,6 +274,30 @@ def test_repairs_by_the_lowest_estimate_converge_onto_the_quiet_tenants_and_a_ta
     assert all_quiet_share(1e-2) < 0.5
 
 
+def test_new_target_spreads_new_blocks_as_the_risk_target_spreads_repairs() -> None:
+    # New blocks written on w take the lowest estimate (q0) by default; with a new-block target
+    # every tenant keeping the block under it (q0..q4) is as good, b never; repairs are unchanged.
+    cells, model, inv = _quiet_cell()
+    plain = ReplicaPlacer(inv, cells, seed=6, cobusy=model)
+    spread = ReplicaPlacer(inv, cells, seed=6, cobusy=model, cobusy_new_target=1e-5)
+    rng_a, rng_b = np.random.default_rng(6), np.random.default_rng(6)
+
+    def second(placer: ReplicaPlacer, rng: np.random.Generator) -> str:
+        res = placer.place("w-s0", 2, rng=rng)
+        for s in res.targets:
+            placer.release(s, placer.config.block_size_mb)
+        return res.targets[1].split("-")[0]
+
+    assert {second(plain, rng_a) for _ in range(200)} == {"q0"}
+    got = [second(spread, rng_b) for _ in range(300)]
+    counts = {t: got.count(t) for t in ("q0", "q1", "q2", "q3", "q4", "b")}
+    assert counts["b"] == 0 and all(30 <= counts[t] <= 90 for t in ("q0", "q1", "q2", "q3", "q4")), counts
+    assert spread.place("w-s0", 2, rng=rng_b, risk_target=0.0).targets[1].startswith("q0-")  # a call may still ask
+    for bad in (-1e-9, 1.0, float("nan")):
+        with pytest.raises(PolicyError, match="cobusy_new_target"):
+            ReplicaPlacer(inv, cells, cobusy=model, cobusy_new_target=bad)
+
+
 def test_risk_target_under_every_estimate_changes_nothing() -> None:
     # No tenant good enough: the same repairs, draw for draw, as with no target (the lowest).
     cells, model, inv = _quiet_cell()
