@@ -29,7 +29,7 @@ every block's replica servers:
    replica's space is released. Otherwise the new replica's space is released and nothing changes.
 
 **Watching the busy tenants** (:func:`move_busy_now`, e.g. every hour between the daily passes;
-off by default in the simulator, ``sim.policy.WATCH_EVERY_HOURS``, which says why). The
+hourly by default in the simulator, ``sim.policy.WATCH_EVERY_HOURS``, which says why). The
 estimates are a day old at best, and a tenant idle for weeks can turn busy for days within minutes
 (on the generated datacenter at 40% utilization, the one block a daily pass left to fail had a
 tenant never busy in ten days turn busy 20 minutes after the pass, a second turn busy seven hours
