@@ -103,8 +103,12 @@ class StaticInputs:
     node_rack: Mapping[str, str]
     reimage_rates: Mapping[str, float]  # tenant -> reimages per server per 30-day month
     node_tenant: Mapping[str, str] = field(default_factory=dict)  # from the inventory
-    node_reimages: Mapping[str, float] = field(default_factory=dict)  # node -> reimages seen (the file's)
-    node_reimage_times: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # node -> the file's times
+    node_reimage_times: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # node -> reimage event times
+
+    @property
+    def node_reimages(self) -> dict[str, float]:
+        """Each node's reimages seen: its distinct reimages (:func:`count_reimages`)."""
+        return {node: count_reimages(ts) for node, ts in self.node_reimage_times.items()}
 
 
 SAME_REIMAGE_S = 6 * 3600.0
@@ -126,7 +130,6 @@ def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
     rack: dict[str, str] = {}
     rates: dict[str, float] = {}
     tenant: dict[str, str] = {}
-    seen: dict[str, float] = {}
     times: dict[str, list[float]] = {}
     if cfg.inventory_file is not None:
         from placement_service.traces.io import load_inventory
@@ -143,10 +146,9 @@ def load_static_inputs(cfg: ServiceConfig) -> StaticInputs:
             rates = reimage_rates(events, inv)
             for node, ts in zip(events.server, events.timestamp_s.tolist(), strict=True):
                 times.setdefault(node, []).append(float(ts))
-            seen = {node: count_reimages(ts) for node, ts in times.items()}
     elif cfg.reimages_file is not None:
         logger.warning("reimages_file needs inventory_file (server -> tenant); reimage rates ignored")
-    return StaticInputs(env, rack, rates, tenant, seen, {n: tuple(sorted(ts)) for n, ts in times.items()})
+    return StaticInputs(env, rack, rates, tenant, {n: tuple(sorted(ts)) for n, ts in times.items()})
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,6 @@ from placement_service.server.policy import (
     PolicyView,
     StaticInputs,
     build_policy_view,
-    count_reimages,
     load_static_inputs,
 )
 from placement_service.server.recluster import ReclusterInput, ReclusterWorker
@@ -614,18 +613,22 @@ class PlacementService:
         Nothing is read while no placer would use the counts."""
         if not self._counts_reimages():
             return self._static
-        return replace(self._static, node_reimages=self.reimages_seen_by_node())
+        return self._with_reported_reimages()
+
+    def _with_reported_reimages(self) -> StaticInputs:
+        """The static inputs with the reimages reported to the service added to the file's."""
+        times: dict[str, list[float]] = {n: list(ts) for n, ts in self._static.node_reimage_times.items()}
+        for node, ts, _tenant, _how in self.state.load_reimages():
+            times.setdefault(node, []).append(float(ts))
+        return replace(self._static, node_reimage_times={n: tuple(sorted(ts)) for n, ts in times.items()})
 
     def reimages_seen_by_node(self) -> dict[str, float]:
         """Each node's distinct reimages: the reimages file's and every one reported to the service
         (``POST /v1/reimages``), what the co-busy placer's server choice reads
         (``placement_reimage_choices``). Events of one node within ``SAME_REIMAGE_S`` are one
-        reimage, so a reimage in both the file and a report, or detected by the agent and declared
-        by the operator, counts once."""
-        times: dict[str, list[float]] = {n: list(ts) for n, ts in self._static.node_reimage_times.items()}
-        for node, ts, _tenant, _how in self.state.load_reimages():
-            times.setdefault(node, []).append(float(ts))
-        return {node: count_reimages(ts) for node, ts in times.items()}
+        reimage (``count_reimages``), so a reimage in both the file and a report, or detected by the
+        agent and declared by the operator, counts once."""
+        return self._with_reported_reimages().node_reimages
 
     def reimage_rates(self, servers_per_tenant: Mapping[str, int], now_s: float) -> dict[str, float]:
         """Reimages per server per 30-day month for the grid rows. A tenant with live reimages in the
