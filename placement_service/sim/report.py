@@ -272,7 +272,8 @@ def write_report(
         lines += [f"## {section}", ""]
         keys = ("servers", "tenants", "runs", "days", "blocks", "levels", "replicas", "scaling", "seed", "wall_s",
                 "cobusy_spread", "cobusy_new_target", "watch_every_hours")
-        # (the options off by default only when on: 0, or absent before they existed, is the default)
+        # (these only when on: 0, or absent from records made before they existed, is no spread bound,
+        # new blocks at the lowest estimate, no watch)
         optional = ("cobusy_spread", "cobusy_new_target", "watch_every_hours")
         shown = [k for k in keys if k in settings and not (k in optional and not settings[k])]
         lines.append("Settings: " + ", ".join(f"`{k}={settings[k]}`" for k in shown))
