@@ -14,6 +14,10 @@ Procedure for one (system, replicas, level, run):
    slot (a missing replica counts as unavailable).
 3. ``failed_access_pct = 100 * failed / accesses``; ``utilization`` is the core-weighted average
    primary CPU over the access window.
+4. ``expected_failed_per_million``: what the sampled count estimates, computed exactly: the share
+   of (block, slot) pairs of the access window in which every replica's server is busy, times a
+   million (the replicas as they are in each slot). A million sampled accesses tell 0 from 1 per
+   million only by luck; this tells 0.04 from 0.3 (two placements that both sample 0 most runs).
 
 With a ``mover`` (HDFS-H-cobusy-mover, ``sim.policy.CobusyMover``), every ``move_every_slots`` from
 the start of the access window on, the placer first learns the busy servers of that slot, then
@@ -70,6 +74,29 @@ class AvailabilityResult:
     relaxed_placements: int
     wall_s: float
     moved_replicas: int = 0
+    expected_failed_per_million: float = 0.0
+
+
+def _all_busy_slots(rep: np.ndarray, server_tenant: np.ndarray, busy_t: np.ndarray, slots: np.ndarray) -> int:
+    """The (block, slot) pairs, over the given slots, in which every replica's server of a block is
+    busy (a missing replica, ``-1``, counts as busy, as for an access). ``busy_t`` [tenant, slot]."""
+    if rep.shape[0] == 0 or slots.size == 0:
+        return 0
+    tenants = np.where(rep >= 0, server_tenant[np.maximum(rep, 0)], -1)
+    groups, counts = np.unique(tenants, axis=0, return_counts=True)
+    # One row per tenant over the slots, plus an all-busy row for a missing replica (index -1).
+    rows = np.concatenate([busy_t[:, slots], np.ones((1, slots.size), dtype=bool)])
+    packed = np.packbits(rows, axis=1)
+    total = 0
+    chunk = max(1, (1 << 22) // max(1, packed.shape[1]))
+    for lo in range(0, groups.shape[0], chunk):
+        g = groups[lo: lo + chunk]
+        both = packed[g[:, 0]]
+        for j in range(1, g.shape[1]):
+            both = both & packed[g[:, j]]
+        per = np.unpackbits(both, axis=1, count=slots.size).sum(axis=1, dtype=np.int64)
+        total += int((per * counts[lo: lo + chunk]).sum())
+    return total
 
 
 def simulate_availability(
@@ -133,9 +160,12 @@ def simulate_availability(
     a_off = access_rng.integers(0, eval_slots, config.accesses)
     a_slot = (hist_slots + a_off) % n_slots
     moved = 0
+    window = (hist_slots + np.arange(eval_slots)) % n_slots
     if mover is None:
         holders = rep[a_block]
+        all_busy = _all_busy_slots(rep, dc.server_tenant, busy_t, window)
     else:
+        all_busy = 0
         # Accesses read the replicas as they are at their slot: evaluate one move period at a time.
         holders = np.empty((config.accesses, replicas), dtype=np.int64)
         for start in range(0, eval_slots, move_every_slots):
@@ -144,6 +174,7 @@ def simulate_availability(
             moved += int(mover(hist_slots + start, rep))
             seg = (a_off >= start) & (a_off < start + move_every_slots)
             holders[seg] = rep[a_block[seg]]
+            all_busy += _all_busy_slots(rep, dc.server_tenant, busy_t, window[start: start + move_every_slots])
     server_busy = np.ones(holders.shape, dtype=bool)
     ok = holders >= 0
     server_busy[ok] = busy_t[dc.server_tenant[holders[ok]], np.broadcast_to(a_slot[:, None], holders.shape)[ok]]
@@ -152,7 +183,6 @@ def simulate_availability(
     if on_failed is not None:
         on_failed(holders[failed_mask], a_slot[failed_mask])
     # 3. utilization of the access window.
-    window = (hist_slots + np.arange(eval_slots)) % n_slots
     w = dc.tenant_cores()
     util = float((cpu[:, window].mean(axis=1, dtype=np.float64) * w).sum() / w.sum())
     return AvailabilityResult(
@@ -166,4 +196,5 @@ def simulate_availability(
         relaxed_placements=int(relaxed),
         wall_s=time.perf_counter() - wall0,
         moved_replicas=moved,
+        expected_failed_per_million=1e6 * all_busy / (n_blocks * eval_slots),
     )

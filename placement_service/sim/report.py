@@ -202,6 +202,17 @@ def _availability(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
                     f"(mean up to {o_acc:.0f} per million; HDFS-H worst {h_max:.4f}%), needs 0: "
                     f"**{'yes' if o_max == 0.0 else 'NO'}**"
                 )
+                exact = [s for s in ours if "expected_failed_per_million" in s]
+                if exact and len(exact) == len(ours):
+                    # Records since 2026-11-28: the exact expectation behind the sampled count.
+                    e_max = max(float(s["expected_failed_per_million"]["max"]) for s in exact)
+                    e_h = [float(s["expected_failed_per_million"]["max"]) for s in h if "expected_failed_per_million" in s]
+                    vs = f" (HDFS-H up to {max(e_h):,.2f})" if e_h else ""
+                    checks.append(
+                        f"- expected failed accesses of {name}, {rep} replicas, utilization <= 41%: up to {e_max:.3f} "
+                        f"per million in a run{vs}: the share of (block, trace slot) pairs with every replica busy, "
+                        f"which the sampled count estimates"
+                    )
         moves = [s for s in low if s["system"] == "HDFS-H-cobusy-mover" and "moved_replicas" in s]
         settings = doc.get("settings", {})
         if moves and settings.get("blocks") and settings.get("days"):

@@ -3,7 +3,7 @@
 ``results.json`` = ``{"experiment": ..., "datacenter": ..., "settings": {...}, "records": [...],
 "summary": [...]}``. A record is one (system, level or replicas, run); schedule records carry
 ``avg_job_time_s``, ``killed_tasks`` and ``utilization``; durability records ``lost_blocks`` and ``one_left``;
-availability records ``failed_access_pct``, ``utilization`` and ``moved_replicas`` (HDFS-H-cobusy-mover). ``summary`` has, per (system,
+availability records ``failed_access_pct``, ``expected_failed_per_million``, ``utilization`` and ``moved_replicas`` (HDFS-H-cobusy-mover). ``summary`` has, per (system,
 level or replicas), the min / mean / max of those figures over the runs.
 """
 
@@ -29,6 +29,7 @@ METRICS = (
     "lost_blocks",
     "lost_pct",
     "failed_access_pct",
+    "expected_failed_per_million",
     "moved_replicas",
     "one_left",
 )

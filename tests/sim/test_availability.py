@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from placement_service.core.mover import MoveConfig
-from placement_service.sim.availability import AvailabilityConfig, simulate_availability
+from placement_service.sim.availability import AvailabilityConfig, _all_busy_slots, simulate_availability
 from placement_service.sim.policy import (
     CobusyMover,
     HdfsSystem,
@@ -37,6 +37,7 @@ def test_idle_never_fails_and_all_busy_always_fails(system: HdfsSystem) -> None:
     busy[:, 288:] = 0.9  # every tenant busy during the whole access window
     res = _run(busy, system)
     assert res.failed_access_pct == pytest.approx(100.0)
+    assert idle.expected_failed_per_million == 0.0 and res.expected_failed_per_million == pytest.approx(1e6)
 
 
 def test_threshold_is_one_minus_reserve() -> None:
@@ -102,6 +103,29 @@ def test_on_failed_gets_every_failed_access_with_busy_holders() -> None:
     assert res.failed_accesses > 0 and len(holders) == len(slots) == res.failed_accesses
     assert holders.shape[1] == 2 and (holders >= 0).all()
     assert set(dc.server_tenant[holders].ravel().tolist()) <= {0, 1, 2} and (slots >= 432).all()
+    # The exact expectation: blocks on tenants 0-2 alone fail in the 144 busy slots of the 288 of
+    # the window, so it is a whole number of such blocks times 0.5 / blocks; the sampled rate
+    # estimates it (binomial, within 4 standard deviations).
+    per_block = 1e6 * 144 / (288 * cfg.blocks)
+    n_alone = res.expected_failed_per_million / per_block
+    assert n_alone > 0 and n_alone == pytest.approx(round(n_alone), abs=1e-6)
+    p = res.expected_failed_per_million / 1e6
+    assert abs(res.failed_accesses - p * cfg.accesses) < 4 * np.sqrt(cfg.accesses * p * (1 - p))
+
+
+def test_all_busy_slots_matches_a_brute_force_count() -> None:
+    # Random replicas (some missing: -1 counts as busy, as for an access), tenants and busy slots.
+    gen = np.random.default_rng(11)
+    for _ in range(20):
+        n_t, n_s, k = int(gen.integers(1, 6)), int(gen.integers(1, 40)), int(gen.integers(1, 4))
+        server_tenant = gen.integers(0, n_t, 12)
+        busy = gen.random((n_t, n_s)) < gen.random()
+        rep = gen.integers(-1, 12, (int(gen.integers(0, 30)), k))
+        slots = gen.permutation(n_s)[: int(gen.integers(0, n_s + 1))]
+        want = sum(
+            all(r < 0 or busy[server_tenant[r], s] for r in row) for row in rep for s in slots
+        )
+        assert _all_busy_slots(rep, server_tenant, busy, slots) == want
 
 
 def test_mover_catches_tenants_that_turn_busy_together_after_the_history() -> None:
@@ -143,6 +167,10 @@ def test_mover_catches_tenants_that_turn_busy_together_after_the_history() -> No
     assert (plain_slots[0] >= 2 * day).sum() > 100  # the trio's blocks fail on day 2 without moves
     assert moved.failed_accesses > 0 and (moved_slots[0] < 2 * day).all()  # day 1 only: before the refit
     assert moved.failed_accesses < plain.failed_accesses
+    # Exactly: the trio's blocks fail in its 528 busy slots of the window without moves, in the 240
+    # before the day-2 pass with them (the same placements: same placer, same streams).
+    assert moved.expected_failed_per_million > 0
+    assert moved.expected_failed_per_million / plain.expected_failed_per_million == pytest.approx(240 / 528)
     # one replica per block at most, per pass: blocks with two or three replicas on the trio
     assert 0 < moved.moved_replicas <= cfg.blocks
 
@@ -179,6 +207,7 @@ def test_watch_moves_blocks_left_with_one_idle_replica_before_the_third_turns_bu
     daily, daily_slots, _ = run(False)
     watched, _, mover = run(True)
     assert daily.failed_accesses > 100 and (daily_slots[0] >= day + 96).all()
-    assert watched.failed_accesses == 0
+    assert watched.failed_accesses == 0 and watched.expected_failed_per_million == 0.0
+    assert daily.expected_failed_per_million > 0
     assert len(mover.reports) == 2  # the daily passes still ran once a day, at days 1 and 2
     assert 0 < mover.watch_moved <= cfg.blocks and watched.moved_replicas >= mover.watch_moved

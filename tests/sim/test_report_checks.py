@@ -110,3 +110,23 @@ def test_exposure_is_checked_where_the_records_count_it() -> None:
     assert any(c.startswith("- simulated before 2026-11-27") for c in checks)
     (h_row,) = [r for r in rows if "| HDFS-H |" in r]
     assert "| - |" in h_row
+
+
+def test_the_exact_expectation_is_stated_when_every_record_has_it() -> None:
+    """Records since the exact expectation came in state it beside the sampled count; a section
+    with records from before it (some without the figure) states nothing rather than a partial max."""
+    doc = _availability_doc({
+        ("HDFS-Stock", 0.3): 0.02, ("HDFS-H", 0.3): 0.001, ("HDFS-H-cobusy-mover", 0.3): 0.0,
+        ("HDFS-H-cobusy-mover", 0.4): 0.0,
+    })
+    exact = {("HDFS-H", 0.3): 9.5, ("HDFS-H-cobusy-mover", 0.3): 0.043, ("HDFS-H-cobusy-mover", 0.4): 0.25}
+    for s in doc["summary"]:
+        e = exact.get((s["system"], s["level"]))
+        if e is not None:
+            s["expected_failed_per_million"] = {"min": e / 2, "mean": e, "max": e}
+    _, checks = SECTIONS["availability"](doc)
+    (line,) = [c for c in checks if c.startswith("- expected failed accesses of HDFS-H-cobusy-mover")]
+    assert "up to 0.250 per million" in line and "HDFS-H up to 9.50" in line
+    del doc["summary"][-1]["expected_failed_per_million"]
+    _, checks = SECTIONS["availability"](doc)
+    assert not any(c.startswith("- expected failed accesses") for c in checks)
