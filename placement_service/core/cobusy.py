@@ -24,6 +24,11 @@ the busy threshold ``busy_cpu``, all unitless probabilities:
 5. Three or more tenants: the superposition estimate from the pairs, ``P(a, b, c) ~= m2[a, b] *
    m2[a, c] * m2[b, c] / (m1[a] m1[b] m1[c])`` (exact when the three are independent); for ``k``
    tenants, the product over pairs divided by each one's ``m1 ** (k - 2)``.
+6. How far the history predicts itself (``quiet_turnover``): of the tenants never busy (hard
+   samples) in the first half of the history, the share busy in the second half. On the generated
+   datacenter 3-4% of them turn busy, on the Azure and PlanetLab traces 10-44%: there a low
+   estimate for a tenant never seen busy says little, and the placer keeps new blocks on the
+   lowest estimates instead of spreading them (``ReplicaPlacer``'s ``cobusy_new_max_turnover``).
 
 The defaults were chosen on the availability experiments of ``docs/bench/cobusy.md`` (which also
 lists what was tried and not kept). Pure: numbers in, numbers out; the simulator (``sim.policy``)
@@ -88,6 +93,9 @@ class CobusyModel:
     rows: np.ndarray | None = None  # [tenant]: its row of m2, -1: unknown to the estimates (``fill2``)
     fill2: float = 0.0  # pair probability of an unknown tenant with any other (the mean of m2)
     unknown: bool = False  # some tenant has row -1
+    quiet_turnover: float = 1.0
+    """Step 6 of the module docstring (:func:`quiet_turnover`); 1.0 when not measured (estimates
+    stored before it existed): as unpredictable as can be."""
 
     def index(self) -> dict[str, int]:
         return {t: i for i, t in enumerate(self.tenants)}
@@ -182,6 +190,19 @@ def busy_samples(cpu: np.ndarray, busy_cpu: float) -> np.ndarray:
     return x > np.asarray(busy_cpu, dtype=dtype)
 
 
+def quiet_turnover(hard: np.ndarray) -> float:
+    """Of the tenants never busy in the first half of ``hard`` [tenant, slot] (busy samples), the
+    share busy at least once in the second half; 0.0 when no tenant was quiet in the first half
+    (nothing to be wrong about) or the history has fewer than 2 slots."""
+    h = np.asarray(hard, dtype=bool)
+    if h.ndim != 2 or h.shape[1] < 2:
+        return 0.0
+    mid = h.shape[1] // 2
+    quiet = ~h[:, :mid].any(axis=1)
+    n = int(quiet.sum())
+    return float((quiet & h[:, mid:].any(axis=1)).sum()) / n if n else 0.0
+
+
 def fit_cobusy(
     tenants: Sequence[str],
     cpu: np.ndarray,
@@ -229,7 +250,7 @@ def fit_cobusy(
     # 4. singles and pairs
     m1 = (q @ w) / n
     m2 = ((q * w) @ q.T) / n
-    return CobusyModel(tuple(tenants), m1, m2)
+    return CobusyModel(tuple(tenants), m1, m2, quiet_turnover=quiet_turnover(hard))
 
 
 def _positive(model: CobusyModel) -> CobusyModel:
@@ -274,7 +295,7 @@ def aligned(model: CobusyModel, tenants: Sequence[str]) -> CobusyModel:
     if not m2.size:  # no estimates at all: one pseudo-row holding the fill
         m2 = np.full((1, 1), max(fill2, tiny))
     return CobusyModel(want, np.maximum(np.asarray(m1, dtype=np.float64), tiny), m2, rows=pos,
-                       fill2=max(fill2, tiny), unknown=unknown)
+                       fill2=max(fill2, tiny), unknown=unknown, quiet_turnover=model.quiet_turnover)
 
 
 def reimage_penalty(

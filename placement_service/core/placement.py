@@ -100,7 +100,17 @@ backlogs of days: a 4M-block year lost 518 blocks (docs/bench/cobusy.md, 2026-11
 COBUSY_NEW_TARGET = 0.0
 """With co-busy estimates, for new blocks: as ``COBUSY_RISK_TARGET`` for re-replications, a tenant
 that keeps the block's estimate at most this is as good as the lowest (0, the default: new blocks
-take the lowest estimate, within ``COBUSY_REL_TOL``)."""
+take the lowest estimate, within ``COBUSY_REL_TOL``). Only while the estimates' history predicts
+itself: see ``COBUSY_NEW_MAX_TURNOVER``."""
+COBUSY_NEW_MAX_TURNOVER = 0.07
+"""New blocks spread under ``cobusy_new_target`` only when at most this share of the tenants quiet
+in the first half of the estimates' history turned busy in the second half
+(``CobusyModel.quiet_turnover``); otherwise they take the lowest estimate. A spread new block sits
+on tenants whose estimate is low only because they were never seen busy; where such tenants turn
+busy (PlanetLab: 25-27% within its 3-day history at 20-40% utilization, then 43-74% in the days
+after), spreading raised the exact expected failed accesses at 31.5% from 0.04-0.06 to 0.21-0.29 per
+million (1e-7) and sampled 1 per million in one run of four. On the generated datacenter, 3-4%
+(docs/bench/cobusy.md, 2026-11-28); 0.07 keeps about twice that margin below Azure's 10%."""
 COBUSY_SPREAD = 0.0
 """With co-busy estimates, the spread bound's factor ``f`` (0: off, the default): a tenant that has
 taken more than ``f`` times its servers' share of its grid cell's co-busy choices (and more than
@@ -182,6 +192,7 @@ class ReplicaPlacer(PlacerBase):
         server_reimages: Mapping[str, float] | None = None,
         reimage_choices: int = REIMAGE_CHOICES,
         repair_choices: int = REPAIR_CHOICES,
+        cobusy_new_max_turnover: float = COBUSY_NEW_MAX_TURNOVER,
     ) -> None:
         super().__init__(inventory, config, seed)
         for name, k in (("reimage_choices", reimage_choices), ("repair_choices", repair_choices)):
@@ -190,6 +201,8 @@ class ReplicaPlacer(PlacerBase):
         for name, target in (("cobusy_risk_target", cobusy_risk_target), ("cobusy_new_target", cobusy_new_target)):
             if not (0.0 <= target < 1.0):  # also refuses NaN
                 raise PolicyError(f"ReplicaPlacer: {name} must be in [0, 1), got {target}")
+        if not 0.0 <= cobusy_new_max_turnover <= 1.0:  # also refuses NaN
+            raise PolicyError(f"ReplicaPlacer: cobusy_new_max_turnover must be in [0, 1], got {cobusy_new_max_turnover}")
         if not (cobusy_spread == 0.0 or 1.0 <= cobusy_spread < float("inf")):  # also refuses NaN
             raise PolicyError(f"ReplicaPlacer: cobusy_spread must be 0 (no bound) or >= 1, got {cobusy_spread}")
         if busy_hours is not None and cobusy is not None:
@@ -257,6 +270,7 @@ class ReplicaPlacer(PlacerBase):
         self._cobusy_rel_tol = float(cobusy_rel_tol)
         self._cobusy_target = float(cobusy_risk_target)
         self._cobusy_new_target = float(cobusy_new_target)
+        self._cobusy_new_max_turnover = float(cobusy_new_max_turnover)
         self._cobusy_spread = float(cobusy_spread)
         # Co-busy choices each tenant and each cell took (the spread bound's counts), and servers.
         self._spread_taken = np.zeros(len(tenants))
@@ -343,6 +357,15 @@ class ReplicaPlacer(PlacerBase):
                         del active[e]
                     else:
                         active[e] -= 1
+
+    @property
+    def new_block_target(self) -> float:
+        """The risk target new blocks get now: ``cobusy_new_target`` while the estimates' history
+        predicts itself (``quiet_turnover`` at most ``cobusy_new_max_turnover``), else 0 (the
+        lowest estimate). Follows :meth:`set_cobusy`."""
+        if self._cobusy is None or self._cobusy.quiet_turnover > self._cobusy_new_max_turnover:
+            return 0.0
+        return self._cobusy_new_target
 
     def set_cobusy(self, cobusy: CobusyModel) -> None:
         """Swap the co-busy estimates (e.g. refitted on a newer history window); the reimage penalty
@@ -459,7 +482,7 @@ class ReplicaPlacer(PlacerBase):
         columns count as used and ``replicas`` counts only the new ones. ``rng``: the random
         stream (default: the placer's own, seeded at construction). ``risk_target``: the co-busy
         risk target of this call (default: the placer's ``cobusy_risk_target`` with ``existing``
-        holders, its ``cobusy_new_target`` for a new block: 0 by default, the lowest estimate).
+        holders, its ``new_block_target`` for a new block: 0 by default, the lowest estimate).
         """
         if risk_target is not None and not 0.0 <= risk_target < 1.0:
             raise PolicyError(f"place: risk_target must be in [0, 1), got {risk_target}")
@@ -471,7 +494,7 @@ class ReplicaPlacer(PlacerBase):
                 cell_free[self._server_cell[i]] -= 1
         st = _Block(cell_free, taken)
         if risk_target is None:
-            risk_target = self._cobusy_target if holders else self._cobusy_new_target
+            risk_target = self._cobusy_target if holders else self.new_block_target
         st.target = risk_target
         for h in holders:  # already subtracted from cell_free above when usable
             self._record(st, h, counted=True)

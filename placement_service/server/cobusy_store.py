@@ -22,7 +22,11 @@ per array, so damaged bytes are detected; read without pickle) holding
   symmetric (float32 halves the size; the placer compares estimates with a relative tolerance far
   above float32's 6e-8);
 - ``busy_cpu``, ``start_s``, ``interval_s`` (float64 scalars) and ``slots`` (int64 scalar): the
-  threshold and the history window they were fitted on (reported, not used).
+  threshold and the history window they were fitted on (reported, not used);
+- optional ``quiet_turnover`` (float64 scalar in [0, 1], ``CobusyModel.quiet_turnover``): how far
+  that history predicted itself, which decides whether new blocks spread under a new-block risk
+  target. Absent (estimates stored before it existed): 1.0, not measured, so new blocks take the
+  lowest estimate, as they did.
 
 A missing or damaged row never stops the service: :func:`load_cobusy` returns the reason, the view
 falls back to HDFS-H-hours (or HDFS-H) and ``/v1/placement/quality`` says so (``placement_mode``).
@@ -73,7 +77,7 @@ def encode_cobusy(model: CobusyModel, busy_cpu: float, start_s: float, interval_
         buf, format=np.int64(COBUSY_FORMAT), tenants=np.array(model.tenants, dtype=np.str_),
         m1=np.asarray(model.m1, dtype=np.float32), m2=np.asarray(model.dense(), dtype=np.float32),
         busy_cpu=np.float64(busy_cpu), start_s=np.float64(start_s), interval_s=np.float64(interval_s),
-        slots=np.int64(slots),
+        slots=np.int64(slots), quiet_turnover=np.float64(model.quiet_turnover),
     )
     return buf.getvalue()
 
@@ -144,7 +148,13 @@ def decode_cobusy(data: bytes, source: str, tenants: Collection[str] | None = No
         if arr.shape != () or not np.issubdtype(arr.dtype, np.number) or not np.isfinite(arr):
             raise bad(f"{key}: must be a finite number, got {arr!r:.40}")
         scalars[key] = float(arr)
-    model = CobusyModel(order, m1.astype(np.float64), m2.astype(np.float64))
+    turnover = 1.0
+    if "quiet_turnover" in arrays:
+        arr = arrays["quiet_turnover"]
+        if arr.shape != () or not np.issubdtype(arr.dtype, np.floating) or not 0.0 <= float(arr) <= 1.0:
+            raise bad(f"quiet_turnover: must be a number in [0, 1], got {arr!r:.40}")
+        turnover = float(arr)
+    model = CobusyModel(order, m1.astype(np.float64), m2.astype(np.float64), quiet_turnover=turnover)
     return StoredCobusy(model, scalars["busy_cpu"], scalars["start_s"], scalars["interval_s"], int(scalars["slots"]))
 
 
@@ -174,7 +184,8 @@ class CobusyEstimates:
     def describe(self) -> dict[str, Any]:
         s = self.stored
         return {"version": self.version, "tenants": len(s.model.tenants), "busy_cpu": s.busy_cpu,
-                "history_start_s": s.start_s, "history_slots": s.slots, "interval_s": s.interval_s}
+                "history_start_s": s.start_s, "history_slots": s.slots, "interval_s": s.interval_s,
+                "quiet_turnover": s.model.quiet_turnover}
 
 
 @dataclass(frozen=True)

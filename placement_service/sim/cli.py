@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from placement_service import HarvestError
 from placement_service.core.mover import MoveConfig
 from placement_service.core.placement import (
+    COBUSY_NEW_MAX_TURNOVER,
     COBUSY_NEW_TARGET,
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
@@ -350,6 +351,11 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
                         "tenants busy at once at most this is as good as the lowest, and the replica goes to any "
                         "such tenant, as --cobusy-risk-target does for re-replications; it spreads new blocks over "
                         f"more tenants (default {COBUSY_NEW_TARGET:g}: the lowest estimate)")
+    c.add_argument("--cobusy-new-max-turnover", type=finite_float, default=COBUSY_NEW_MAX_TURNOVER,
+                   help="--cobusy-new-target applies only while at most this share of the tenants never busy in the "
+                        "first half of the estimates' history were busy in its second half (the history predicts "
+                        "itself); otherwise new blocks take the lowest estimate (1: always apply; "
+                        f"default {COBUSY_NEW_MAX_TURNOVER:g})")
     c.add_argument("--reimage-choices", type=int, default=REIMAGE_CHOICES,
                    help="co-busy placements put a replica on the server with the fewest reimages seen (the "
                         "history's, then the simulated ones) of this many random usable servers of the chosen "
@@ -381,6 +387,8 @@ def _move_config(args: argparse.Namespace) -> MoveConfig:
     for opt in ("cobusy_risk_target", "cobusy_new_target"):
         if not 0.0 <= getattr(args, opt) < 1.0:
             raise SimUsageError(f"--{opt.replace('_', '-')} must be in [0, 1), got {getattr(args, opt):g}")
+    if not 0.0 <= args.cobusy_new_max_turnover <= 1.0:
+        raise SimUsageError(f"--cobusy-new-max-turnover must be in [0, 1], got {args.cobusy_new_max_turnover:g}")
     if not (args.cobusy_spread == 0.0 or args.cobusy_spread >= 1.0):
         raise SimUsageError(f"--cobusy-spread must be 0 (no bound) or >= 1, got {args.cobusy_spread:g}")
     if not args.watch_every_hours >= 0.0:
@@ -420,6 +428,7 @@ def _durability(args: argparse.Namespace) -> int:
         systems=systems, workers=args.workers, move_config=move, move_every_days=args.move_every_days,
         cobusy_risk_target=args.cobusy_risk_target,
         cobusy_spread=args.cobusy_spread, cobusy_new_target=args.cobusy_new_target,
+        cobusy_new_max_turnover=args.cobusy_new_max_turnover,
         reimage_choices=args.reimage_choices,
         repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours,
     )
@@ -467,6 +476,7 @@ def _availability(args: argparse.Namespace) -> int:
         seed=args.seed, config=config, systems=systems, workers=args.workers,
         move_config=move, move_every_days=args.move_every_days, cobusy_risk_target=args.cobusy_risk_target,
         cobusy_spread=args.cobusy_spread, cobusy_new_target=args.cobusy_new_target,
+        cobusy_new_max_turnover=args.cobusy_new_max_turnover,
         reimage_choices=args.reimage_choices,
         repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours,
     )

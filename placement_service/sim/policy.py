@@ -26,6 +26,7 @@ from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy,
 from placement_service.core.grid import build_grid
 from placement_service.core.mover import MoveConfig, MoveReport, merge_reports, move_at_risk, move_busy_now
 from placement_service.core.placement import (
+    COBUSY_NEW_MAX_TURNOVER,
     COBUSY_NEW_TARGET,
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
@@ -302,10 +303,11 @@ def make_placer(
     server_reimages: Mapping[str, float] | None = None,
     reimage_choices: int = REIMAGE_CHOICES,
     repair_choices: int = REPAIR_CHOICES,
+    cobusy_new_max_turnover: float = COBUSY_NEW_MAX_TURNOVER,
 ) -> Placer:
     """The core's placer for ``system``: ``ReplicaPlacer`` (HDFS-H, -risk; -hours with the tenants'
     ``busy_hours``; -cobusy with their ``cobusy`` estimates, penalized by ``reimage_rate`` when given:
-    ``core.cobusy.reimage_penalty``, and ``cobusy_risk_target``, ``cobusy_spread``, ``cobusy_new_target``, ``server_reimages`` (the
+    ``core.cobusy.reimage_penalty``, and ``cobusy_risk_target``, ``cobusy_spread``, ``cobusy_new_target``, ``cobusy_new_max_turnover``, ``server_reimages`` (the
     history's reimages per server), ``reimage_choices``, ``repair_choices``: ``ReplicaPlacer``'s) or
     ``StockPlacer`` (HDFS-Stock)."""
     config = PlacementConfig(block_size_mb=block_size_mb, strict=False)
@@ -321,7 +323,7 @@ def make_placer(
         return ReplicaPlacer(dc.inventory, grid, config=config, seed=seed, cobusy=cobusy, cobusy_penalty=penalty,
                              cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
                              cobusy_new_target=cobusy_new_target, server_reimages=server_reimages, reimage_choices=reimage_choices,
-                             repair_choices=repair_choices)
+                             repair_choices=repair_choices, cobusy_new_max_turnover=cobusy_new_max_turnover)
     if system is HdfsSystem.H_HOURS:
         if busy_hours is None:
             raise ValueError("HDFS-H-hours needs the tenants' busy-hour profiles")

@@ -282,11 +282,12 @@ def write_report(
         all_checks += [f"- **{section}**"] + ["  " + c for c in checks]
         lines += [f"## {section}", ""]
         keys = ("servers", "tenants", "runs", "days", "blocks", "levels", "replicas", "scaling", "seed", "wall_s",
-                "cobusy_spread", "cobusy_new_target", "watch_every_hours")
+                "cobusy_spread", "cobusy_new_target", "cobusy_new_max_turnover", "watch_every_hours")
         # (these only when on: 0, or absent from records made before they existed, is no spread bound,
-        # new blocks at the lowest estimate, no watch)
+        # new blocks at the lowest estimate, no watch; the turnover gate only with a new-block target)
         optional = ("cobusy_spread", "cobusy_new_target", "watch_every_hours")
-        shown = [k for k in keys if k in settings and not (k in optional and not settings[k])]
+        shown = [k for k in keys if k in settings and not (k in optional and not settings[k])
+                 and not (k == "cobusy_new_max_turnover" and not settings.get("cobusy_new_target"))]
         lines.append("Settings: " + ", ".join(f"`{k}={settings[k]}`" for k in shown))
         lines += ["", provenance(settings)]
         lines += ["", *rows, "", "Checks:", "", *(checks or ["- (no paired points to check)"]), ""]

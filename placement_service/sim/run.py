@@ -18,6 +18,7 @@ import numpy as np
 from placement_service.core.forecast import fit_headroom_forecast
 from placement_service.core.mover import MoveConfig, MoveReport
 from placement_service.core.placement import (
+    COBUSY_NEW_MAX_TURNOVER,
     COBUSY_NEW_TARGET,
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
@@ -282,6 +283,7 @@ def run_durability(
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
     cobusy_spread: float = COBUSY_SPREAD,
     cobusy_new_target: float = COBUSY_NEW_TARGET,
+    cobusy_new_max_turnover: float = COBUSY_NEW_MAX_TURNOVER,
     reimage_choices: int = REIMAGE_CHOICES,
     repair_choices: int = REPAIR_CHOICES,
     watch_every_hours: float = WATCH_EVERY_HOURS,
@@ -312,7 +314,7 @@ def run_durability(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
             cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
-            cobusy_new_target=cobusy_new_target,
+            cobusy_new_target=cobusy_new_target, cobusy_new_max_turnover=cobusy_new_max_turnover,
             server_reimages=seen, reimage_choices=reimage_choices, repair_choices=repair_choices,
         )
         mover: Callable[[float, np.ndarray], MoveReport] | None = None
@@ -362,6 +364,7 @@ def run_availability(
     cobusy_risk_target: float = COBUSY_RISK_TARGET,
     cobusy_spread: float = COBUSY_SPREAD,
     cobusy_new_target: float = COBUSY_NEW_TARGET,
+    cobusy_new_max_turnover: float = COBUSY_NEW_MAX_TURNOVER,
     reimage_choices: int = REIMAGE_CHOICES,
     repair_choices: int = REPAIR_CHOICES,
     watch_every_hours: float = WATCH_EVERY_HOURS,
@@ -390,7 +393,7 @@ def run_availability(
             system, dc, grids[system], seed=streams.seed_int("placer"),
             block_size_mb=config.block_size_mb, busy_hours=hours, cobusy=cobusy, reimage_rate=rates,
             cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
-            cobusy_new_target=cobusy_new_target,
+            cobusy_new_target=cobusy_new_target, cobusy_new_max_turnover=cobusy_new_max_turnover,
             server_reimages=seen, reimage_choices=reimage_choices, repair_choices=repair_choices,
         )
         mover = None

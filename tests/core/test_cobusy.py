@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement_service.core.busy_hours import busy_hour_masks
-from placement_service.core.cobusy import CobusyConfig, CobusyModel, aligned, fit_cobusy, reimage_penalty
+from placement_service.core.cobusy import (
+    CobusyConfig,
+    CobusyModel,
+    aligned,
+    fit_cobusy,
+    quiet_turnover,
+    reimage_penalty,
+)
 from placement_service.core.placement import ReplicaPlacer, _ascending
 from placement_service.core.types import GridCell, Inventory, PlacementError, PolicyError
 from tests.core.test_placement import Cluster, _check_round_diversity, clusters, make_inventory
@@ -277,9 +286,12 @@ def test_repairs_by_the_lowest_estimate_converge_onto_the_quiet_tenants_and_a_ta
 def test_new_target_spreads_new_blocks_as_the_risk_target_spreads_repairs() -> None:
     # New blocks written on w take the lowest estimate (q0) by default; with a new-block target
     # every tenant keeping the block under it (q0..q4) is as good, b never; repairs are unchanged.
+    # The history predicted itself (3% of the quiet tenants turned busy): the target applies.
     cells, model, inv = _quiet_cell()
+    model = replace(model, quiet_turnover=0.03)
     plain = ReplicaPlacer(inv, cells, seed=6, cobusy=model)
     spread = ReplicaPlacer(inv, cells, seed=6, cobusy=model, cobusy_new_target=1e-5)
+    assert spread.new_block_target == 1e-5 and plain.new_block_target == 0.0
     rng_a, rng_b = np.random.default_rng(6), np.random.default_rng(6)
 
     def second(placer: ReplicaPlacer, rng: np.random.Generator) -> str:
@@ -296,6 +308,52 @@ def test_new_target_spreads_new_blocks_as_the_risk_target_spreads_repairs() -> N
     for bad in (-1e-9, 1.0, float("nan")):
         with pytest.raises(PolicyError, match="cobusy_new_target"):
             ReplicaPlacer(inv, cells, cobusy=model, cobusy_new_target=bad)
+
+
+def test_new_blocks_keep_the_lowest_estimate_where_quiet_tenants_turn_busy() -> None:
+    # The same placer, estimates whose history did not predict itself (30% of the tenants quiet in
+    # its first half busy in its second, or not measured): new blocks take the lowest estimate (q0)
+    # whatever the target, draw for draw as with no target; refitted estimates that predict again
+    # (set_cobusy) spread them again. Repairs keep their own target either way.
+    cells, model, inv = _quiet_cell()
+    assert model.quiet_turnover == 1.0  # built without a history: not measured
+    for turnover in (1.0, 0.3, 0.0701):
+        m = replace(model, quiet_turnover=turnover)
+        plain = ReplicaPlacer(inv, cells, seed=6, cobusy=m)
+        gated = ReplicaPlacer(inv, cells, seed=6, cobusy=m, cobusy_new_target=1e-5)
+        assert gated.new_block_target == 0.0
+        rng_a, rng_b = np.random.default_rng(6), np.random.default_rng(6)
+        for _ in range(50):
+            a, b = plain.place("w-s0", 2, rng=rng_a).targets, gated.place("w-s0", 2, rng=rng_b).targets
+            assert a == b and b[1].startswith("q0-")
+            for p, t in ((plain, a), (gated, b)):
+                for x in t:
+                    p.release(x, 256.0)
+    gated.set_cobusy(replace(model, quiet_turnover=0.07))
+    assert gated.new_block_target == 1e-5
+    rng = np.random.default_rng(1)
+    assert len({gated.place("w-s0", 2, rng=rng).targets[1].split("-")[0] for _ in range(60)}) > 1
+    lax = ReplicaPlacer(inv, cells, cobusy=model, cobusy_new_target=1e-5, cobusy_new_max_turnover=1.0)
+    assert lax.new_block_target == 1e-5  # 1.0: spread whatever the history
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(PolicyError, match="cobusy_new_max_turnover"):
+            ReplicaPlacer(inv, cells, cobusy=model, cobusy_new_max_turnover=bad)
+
+
+def test_quiet_turnover_is_the_share_of_first_half_quiet_tenants_busy_later() -> None:
+    busy = np.zeros((5, 10), dtype=bool)
+    busy[0, 2] = True  # busy in the first half: not counted
+    busy[1, 7] = True  # quiet, then busy: turned
+    busy[2, 9] = True  # turned
+    # tenants 3 and 4 quiet throughout
+    assert quiet_turnover(busy) == pytest.approx(2 / 4)
+    assert quiet_turnover(np.ones((3, 10), dtype=bool)) == 0.0  # none quiet: nothing to be wrong about
+    assert quiet_turnover(np.zeros((3, 1), dtype=bool)) == 0.0
+    # fit_cobusy measures it on the hard busy samples of the history it fits
+    cpu = np.where(busy, 0.9, 0.5)
+    fitted = fit_cobusy([f"t{i}" for i in range(5)], cpu, 0.0, 300.0, 2 / 3)
+    assert fitted.quiet_turnover == pytest.approx(0.5)
+    assert aligned(fitted, ["t4", "t0", "x"]).quiet_turnover == pytest.approx(0.5)  # carried over
 
 
 def test_risk_target_under_every_estimate_changes_nothing() -> None:

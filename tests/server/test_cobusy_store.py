@@ -52,6 +52,17 @@ def test_reclustering_fits_the_estimates_on_the_tables_tenants(fitted: tuple[dic
     assert _fit(tmp_path, None)[1] is None  # setting off: nothing fitted, nothing stored
 
 
+def test_how_far_the_history_predicted_itself_is_stored_and_absent_means_not_measured() -> None:
+    """The placer spreads new blocks only on estimates whose history predicted itself: the measure
+    survives the round trip, and estimates stored before it existed read as not measured (1.0: new
+    blocks take the lowest estimate, as they did then)."""
+    m1 = np.array([0.1, 0.2])
+    model = CobusyModel(("a", "b"), m1, np.outer(m1, m1), quiet_turnover=0.04)
+    back = decode_cobusy(encode_cobusy(model, 2 / 3, 0.0, 300.0, 12), "test", None).model
+    assert back.quiet_turnover == pytest.approx(0.04)
+    assert decode_cobusy(_archive(), "test", None).model.quiet_turnover == 1.0
+
+
 def _archive(**over: Any) -> bytes:
     """A valid archive for tenants a, b, c with some arrays replaced (``None``: left out)."""
     arrays: dict[str, Any] = {
@@ -77,6 +88,8 @@ def _archive(**over: Any) -> bytes:
     (_archive(tenants=np.array(["a", "a", "b"])), "tenants: names must be non-empty and distinct"),
     (_archive(m2=None), "missing array(s) m2"),
     (_archive(format=np.int64(7)), "format: expected 1"),
+    (_archive(quiet_turnover=np.float64(1.5)), "quiet_turnover: must be a number in [0, 1]"),
+    (_archive(quiet_turnover=np.array([0.1, 0.2])), "quiet_turnover: must be a number in [0, 1]"),
     (b"PK\x03\x04 not really a zip", "not a readable .npz archive"),
     (b"", "not a readable .npz archive"),
 ])
