@@ -97,11 +97,14 @@ lowest estimate. 1e-6 is the mover's ``MoveConfig.risk_max`` (a block repaired u
 mover leaves alone). Without it, each repair sent the block to the next quietest tenant, so over a
 year of reimages blocks converged onto a few tenant trios whose reimages then left re-replication
 backlogs of days: a 4M-block year lost 518 blocks (docs/bench/cobusy.md, 2026-11-27)."""
-COBUSY_NEW_TARGET = 0.0
+COBUSY_NEW_TARGET = 1e-6
 """With co-busy estimates, for new blocks: as ``COBUSY_RISK_TARGET`` for re-replications, a tenant
-that keeps the block's estimate at most this is as good as the lowest (0, the default: new blocks
-take the lowest estimate, within ``COBUSY_REL_TOL``). Only while the estimates' history predicts
-itself: see ``COBUSY_NEW_MAX_TURNOVER``."""
+that keeps the block's estimate at most this is as good as the lowest (0: new blocks take the
+lowest estimate, within ``COBUSY_REL_TOL``). Only while the estimates' history predicts itself:
+see ``COBUSY_NEW_MAX_TURNOVER``. Why 1e-6 by default: new blocks on the lowest estimates crowd the
+quietest tenants, and a 4M-block year of HDFS-H-cobusy-mover took 7,717-7,839 blocks to one replica
+or none (HDFS-H: 5,591-5,711); spread under 1e-6 (the mover's and the re-replications' threshold),
+5,530 with no block-hour at one replica (docs/bench/cobusy.md, 2026-11-28)."""
 COBUSY_NEW_MAX_TURNOVER = 0.07
 """New blocks spread under ``cobusy_new_target`` only when at most this share of the tenants quiet
 in the first half of the estimates' history turned busy in the second half

@@ -13,6 +13,8 @@ from typing import Any
 
 from placement_service import HarvestError, validate
 from placement_service.core.placement import (
+    COBUSY_NEW_MAX_TURNOVER,
+    COBUSY_NEW_TARGET,
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
     REIMAGE_CHOICES,
@@ -105,8 +107,14 @@ class ServiceConfig:
     # tenant that keeps the block's estimated probability of all replicas busy at once under it is
     # good enough, so repairs spread instead of converging onto the quietest tenants (the default is
     # core.placement.COBUSY_RISK_TARGET, 1e-6; 0: the lowest estimate, the first version, which lost
-    # blocks in the simulated year). New blocks always take the lowest estimate.
+    # blocks in the simulated year).
     placement_cobusy_risk_target: float = COBUSY_RISK_TARGET
+    # HDFS-H-cobusy's risk target for new blocks (core.placement.COBUSY_NEW_TARGET): the same for a
+    # block's first replicas, so new blocks spread too; applied only while the stored estimates'
+    # history predicted itself (quiet_turnover at most placement_cobusy_new_max_turnover), otherwise
+    # (and for estimates stored before the measure existed) new blocks take the lowest estimate.
+    placement_cobusy_new_target: float = COBUSY_NEW_TARGET
+    placement_cobusy_new_max_turnover: float = COBUSY_NEW_MAX_TURNOVER
     # HDFS-H-cobusy's spread bound (core.placement.COBUSY_SPREAD; 0: off, the default): a tenant that
     # took more than this many times its servers' share of its grid cell's co-busy choices is passed
     # over while a tenant under the bound keeps the block under the risk target. It spreads the quiet
@@ -301,6 +309,8 @@ def _check_insight_settings(cfg: ServiceConfig) -> None:
          "in [placement_strict_enter_below, 1]"),
         ("placement_strict_min_blocks", cfg.placement_strict_min_blocks >= 1, ">= 1"),
         ("placement_cobusy_risk_target", 0.0 <= cfg.placement_cobusy_risk_target < 1.0, "in [0, 1)"),
+        ("placement_cobusy_new_target", 0.0 <= cfg.placement_cobusy_new_target < 1.0, "in [0, 1)"),
+        ("placement_cobusy_new_max_turnover", 0.0 <= cfg.placement_cobusy_new_max_turnover <= 1.0, "in [0, 1]"),
         ("placement_cobusy_spread",
          cfg.placement_cobusy_spread == 0.0 or 1.0 <= cfg.placement_cobusy_spread < math.inf,
          "0 (no bound) or >= 1 and finite"),

@@ -30,6 +30,8 @@ import numpy as np
 
 from placement_service.core.cobusy import reimage_penalty
 from placement_service.core.placement import (
+    COBUSY_NEW_MAX_TURNOVER,
+    COBUSY_NEW_TARGET,
     COBUSY_RISK_TARGET,
     COBUSY_SPREAD,
     REIMAGE_CHOICES,
@@ -346,6 +348,7 @@ def _placer_for(
     block_size_mb: float, static: StaticInputs, busy_hours: bool = True, cobusy: CobusyEstimates | None = None,
     cobusy_risk_target: float = COBUSY_RISK_TARGET, cobusy_spread: float = COBUSY_SPREAD,
     reimage_choices: int = REIMAGE_CHOICES, repair_choices: int = REPAIR_CHOICES,
+    cobusy_new_target: float = COBUSY_NEW_TARGET, cobusy_new_max_turnover: float = COBUSY_NEW_MAX_TURNOVER,
 ) -> tuple[ReplicaPlacer | None, frozenset[str]]:
     """The replica placer over the usable nodes; with ``cobusy`` and a grid, each further replica
     goes to the allowed tenant least likely busy with the block's tenants so far (HDFS-H-cobusy:
@@ -355,7 +358,8 @@ def _placer_for(
     times its share of the choices is passed over while another keeps the block under the target; the node within
     the chosen tenant the one with the fewest reimages seen, ``static.node_reimages``, of
     ``reimage_choices`` random ones, and with ``repair_choices`` > 1 a repair's tenant likewise among those
-    under the target); otherwise, with
+    under the target; new blocks likewise under ``cobusy_new_target`` while the estimates' history
+    predicted itself, ``cobusy_new_max_turnover``); otherwise, with
     ``busy_hours`` and a table that has busy-hour profiles, replicas avoid tenants busy at the same
     hours (tenants without a profile, e.g. new ones, count as never busy)."""
     usable = sorted(n for n in nodes if harvestable is None or n in harvestable)
@@ -386,7 +390,8 @@ def _placer_for(
         placer = ReplicaPlacer(inv, grid, config=config, seed=seed, cobusy=model, cobusy_penalty=penalty,
                                cobusy_risk_target=cobusy_risk_target, cobusy_spread=cobusy_spread,
                                server_reimages=static.node_reimages, reimage_choices=reimage_choices,
-                               repair_choices=repair_choices)
+                               repair_choices=repair_choices, cobusy_new_target=cobusy_new_target,
+                               cobusy_new_max_turnover=cobusy_new_max_turnover)
     else:
         hours = table.busy_hours if busy_hours and table is not None and table.busy_hours and grid else None
         placer = ReplicaPlacer(inv, grid, config=config, seed=seed, busy_hours=hours)
@@ -472,7 +477,8 @@ def build_policy_view(
         placer, placer_nodes = _placer_for(nodes, harvestable, table, cfg.seed, block_size_mb, static,
                                            use_hours, estimates, cfg.placement_cobusy_risk_target,
                                            cfg.placement_cobusy_spread, cfg.placement_reimage_choices,
-                                           cfg.placement_repair_choices)
+                                           cfg.placement_repair_choices, cfg.placement_cobusy_new_target,
+                                           cfg.placement_cobusy_new_max_turnover)
     except PolicyError as exc:
         logger.error("cannot build the replica placer: %s", exc)
         placer, placer_nodes = None, frozenset()
@@ -481,7 +487,8 @@ def build_policy_view(
     def make_placer(bucket_mb: float) -> ReplicaPlacer | None:
         return _placer_for(frozen_nodes, harvestable, table, cfg.seed, bucket_mb, static, use_hours, estimates,
                            cfg.placement_cobusy_risk_target, cfg.placement_cobusy_spread,
-                           cfg.placement_reimage_choices, cfg.placement_repair_choices)[0]
+                           cfg.placement_reimage_choices, cfg.placement_repair_choices,
+                           cfg.placement_cobusy_new_target, cfg.placement_cobusy_new_max_turnover)[0]
 
     node_env = {n: static.node_environment.get(n, nodes[n].tenant) for n in placer_nodes}
     return PolicyView(version, doc, table, selector, placer, placer_nodes, cfg, static.reimage_rates,

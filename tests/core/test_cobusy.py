@@ -284,12 +284,12 @@ def test_repairs_by_the_lowest_estimate_converge_onto_the_quiet_tenants_and_a_ta
 
 
 def test_new_target_spreads_new_blocks_as_the_risk_target_spreads_repairs() -> None:
-    # New blocks written on w take the lowest estimate (q0) by default; with a new-block target
+    # New blocks written on w take the lowest estimate (q0) with no new-block target; with one
     # every tenant keeping the block under it (q0..q4) is as good, b never; repairs are unchanged.
     # The history predicted itself (3% of the quiet tenants turned busy): the target applies.
     cells, model, inv = _quiet_cell()
     model = replace(model, quiet_turnover=0.03)
-    plain = ReplicaPlacer(inv, cells, seed=6, cobusy=model)
+    plain = ReplicaPlacer(inv, cells, seed=6, cobusy=model, cobusy_new_target=0.0)
     spread = ReplicaPlacer(inv, cells, seed=6, cobusy=model, cobusy_new_target=1e-5)
     assert spread.new_block_target == 1e-5 and plain.new_block_target == 0.0
     rng_a, rng_b = np.random.default_rng(6), np.random.default_rng(6)
@@ -319,7 +319,7 @@ def test_new_blocks_keep_the_lowest_estimate_where_quiet_tenants_turn_busy() -> 
     assert model.quiet_turnover == 1.0  # built without a history: not measured
     for turnover in (1.0, 0.3, 0.0701):
         m = replace(model, quiet_turnover=turnover)
-        plain = ReplicaPlacer(inv, cells, seed=6, cobusy=m)
+        plain = ReplicaPlacer(inv, cells, seed=6, cobusy=m, cobusy_new_target=0.0)
         gated = ReplicaPlacer(inv, cells, seed=6, cobusy=m, cobusy_new_target=1e-5)
         assert gated.new_block_target == 0.0
         rng_a, rng_b = np.random.default_rng(6), np.random.default_rng(6)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,32 @@ def test_the_symmetry_check_sees_every_band() -> None:
     assert _asymmetry(m) == 0.0
     m[550, 10] = 0.3
     assert _asymmetry(m) == pytest.approx(0.2) and _asymmetry(m, block=7) == pytest.approx(0.2)
+
+
+def test_new_blocks_use_the_configured_target_where_the_history_predicted_itself(
+        fitted: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
+    # The re-clustering measures how far its history predicted itself and stores it (every tenant
+    # of the fixture is busy every night or every afternoon, or never: 0); the view's placers take
+    # placement_cobusy_new_target while it is at most placement_cobusy_new_max_turnover, else the
+    # lowest estimate (0). The same estimates stored as measured on a history where 30% of the
+    # quiet tenants turned busy keep new blocks on the lowest estimate unless the setting allows it.
+    doc, blob = fitted
+    stored = decode_cobusy(blob, "test", None)
+    assert stored.model.quiet_turnover == 0.0
+    version, state = _stored(tmp_path, doc, blob)
+    assert state.estimates is not None and state.estimates.describe()["quiet_turnover"] == 0.0
+    unsure = encode_cobusy(replace(stored.model, quiet_turnover=0.3), stored.busy_cpu, stored.start_s,
+                           stored.interval_s, stored.slots)
+    version_u, state_u = _stored(tmp_path / "unsure", doc, unsure)
+    nodes = _nodes(time.time())
+    for st, ver, over, want in (
+        (state, version, {}, 1e-6), (state, version, {"placement_cobusy_new_target": 3e-7}, 3e-7),
+        (state, version, {"placement_cobusy_new_target": 0.0}, 0.0),
+        (state_u, version_u, {}, 0.0), (state_u, version_u, {"placement_cobusy_new_max_turnover": 0.5}, 1e-6),
+    ):
+        view = build_policy_view(build_config(None, {}, {"placement_cobusy": True, **over}), ver, doc, nodes,
+                                 None, cobusy=st)
+        assert view.placer is not None and view.placer.new_block_target == want, (over, want)
+    for key, bad in (("NEW_TARGET", "1"), ("NEW_MAX_TURNOVER", "1.5"), ("NEW_MAX_TURNOVER", "nan")):
+        with pytest.raises(Exception, match=f"placement_cobusy_{key.lower()}: must be"):
+            build_config(None, {f"HARVEST_PLACEMENT_COBUSY_{key}": bad}, {})
