@@ -28,6 +28,7 @@ are at its slot. ``moved_replicas`` counts the moves.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,13 +80,30 @@ class AvailabilityResult:
 
 def _all_busy_slots(rep: np.ndarray, server_tenant: np.ndarray, busy_t: np.ndarray, slots: np.ndarray) -> int:
     """The (block, slot) pairs, over the given slots, in which every replica's server of a block is
-    busy (a missing replica, ``-1``, counts as busy, as for an access). ``busy_t`` [tenant, slot]."""
+    busy (a missing replica, ``-1``, counts as busy, as for an access). ``busy_t`` [tenant, slot].
+
+    A few slots (the mover's hourly periods): each block's rows gathered directly. Many (the whole
+    window without a mover): once per distinct tenant group, over bit-packed rows."""
     if rep.shape[0] == 0 or slots.size == 0:
         return 0
-    tenants = np.where(rep >= 0, server_tenant[np.maximum(rep, 0)], -1)
-    groups, counts = np.unique(tenants, axis=0, return_counts=True)
-    # One row per tenant over the slots, plus an all-busy row for a missing replica (index -1).
+    # Row ``n_t`` of ``rows`` is all busy: the row of a missing replica.
+    n_t = busy_t.shape[0]
+    tenants = np.where(rep >= 0, server_tenant[np.maximum(rep, 0)], n_t)
     rows = np.concatenate([busy_t[:, slots], np.ones((1, slots.size), dtype=bool)])
+    if slots.size <= 32:
+        both = rows[tenants[:, 0]]
+        for j in range(1, tenants.shape[1]):
+            both = both & rows[tenants[:, j]]
+        return int(both.sum())
+    k = tenants.shape[1]
+    if k * math.log2(n_t + 1) < 62:  # one int64 key per group: a 1-d unique, ~20x faster than axis=0
+        key = np.zeros(tenants.shape[0], dtype=np.int64)
+        for j in range(k):
+            key = key * (n_t + 1) + tenants[:, j]
+        _, first, counts = np.unique(key, return_index=True, return_counts=True)
+        groups = tenants[first]
+    else:
+        groups, counts = np.unique(tenants, axis=0, return_counts=True)
     packed = np.packbits(rows, axis=1)
     total = 0
     chunk = max(1, (1 << 22) // max(1, packed.shape[1]))

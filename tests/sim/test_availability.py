@@ -115,13 +115,17 @@ def test_on_failed_gets_every_failed_access_with_busy_holders() -> None:
 
 def test_all_busy_slots_matches_a_brute_force_count() -> None:
     # Random replicas (some missing: -1 counts as busy, as for an access), tenants and busy slots.
+    # Few slots are gathered per block, many counted per tenant group (an int64 key per group, or
+    # rows of the group when the key would not fit: 6 replicas of 2,000 tenants).
     gen = np.random.default_rng(11)
-    for _ in range(20):
-        n_t, n_s, k = int(gen.integers(1, 6)), int(gen.integers(1, 40)), int(gen.integers(1, 4))
+    for case in range(60):
+        n_t, n_s, k = int(gen.integers(1, 6)), int(gen.integers(1, 80)), int(gen.integers(1, 4))
+        if case % 10 == 0:
+            n_t, n_s, k = 2000, 64, 6
         server_tenant = gen.integers(0, n_t, 12)
         busy = gen.random((n_t, n_s)) < gen.random()
         rep = gen.integers(-1, 12, (int(gen.integers(0, 30)), k))
-        slots = gen.permutation(n_s)[: int(gen.integers(0, n_s + 1))]
+        slots = gen.permutation(n_s)[: n_s if case % 10 == 0 else int(gen.integers(0, n_s + 1))]
         want = sum(
             all(r < 0 or busy[server_tenant[r], s] for r in row) for row in rep for s in slots
         )
