@@ -92,8 +92,8 @@ equally good (the block goes to one of them uniformly), so blocks spread over ne
 COBUSY_RISK_TARGET = 1e-6
 """With co-busy estimates, for re-replication (``place`` with ``existing`` holders): a tenant whose
 estimate (with the surviving replicas' tenants) is at most this is good enough, as good as the
-lowest, and the new replica goes to one of them uniformly, as HDFS-H would. New blocks take the
-lowest estimate. 1e-6 is the mover's ``MoveConfig.risk_max`` (a block repaired under it is one the
+lowest, and the new replica goes to one of them uniformly, as HDFS-H would. New blocks have their
+own target (``COBUSY_NEW_TARGET``). 1e-6 is the mover's ``MoveConfig.risk_max`` (a block repaired under it is one the
 mover leaves alone). Without it, each repair sent the block to the next quietest tenant, so over a
 year of reimages blocks converged onto a few tenant trios whose reimages then left re-replication
 backlogs of days: a 4M-block year lost 518 blocks (docs/bench/cobusy.md, 2026-11-27)."""
@@ -485,7 +485,8 @@ class ReplicaPlacer(PlacerBase):
         columns count as used and ``replicas`` counts only the new ones. ``rng``: the random
         stream (default: the placer's own, seeded at construction). ``risk_target``: the co-busy
         risk target of this call (default: the placer's ``cobusy_risk_target`` with ``existing``
-        holders, its ``new_block_target`` for a new block: 0 by default, the lowest estimate).
+        holders, its ``new_block_target`` for a new block: ``cobusy_new_target`` where the estimates'
+        history predicts itself, else 0, the lowest estimate).
         """
         if risk_target is not None and not 0.0 <= risk_target < 1.0:
             raise PolicyError(f"place: risk_target must be in [0, 1), got {risk_target}")

@@ -337,7 +337,7 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
     c.add_argument("--cobusy-risk-target", type=finite_float, default=COBUSY_RISK_TARGET,
                    help="re-replications: a tenant whose estimated probability of being busy together with the "
                         "surviving replicas' tenants is at most this is good enough, and the new replica goes to any "
-                        "such tenant (new blocks and moves take the lowest estimate); 0: repairs take the lowest too, "
+                        "such tenant (moves take the lowest estimate; new blocks: --cobusy-new-target); 0: repairs take the lowest too, "
                         "which converges blocks onto the quietest few tenants and costs durability at scale "
                         f"(default {COBUSY_RISK_TARGET:g})")
     c.add_argument("--cobusy-spread", type=finite_float, default=COBUSY_SPREAD,
