@@ -51,7 +51,7 @@ def _clean_env() -> dict[str, str]:
 
 
 def test_the_base_install_has_none_of_the_server_stack(base_venv: Path) -> None:
-    code = "import importlib.util as u; print(','.join(m for m in %r if u.find_spec(m)))" % (HEAVY,)
+    code = f"import importlib.util as u; print(','.join(m for m in {HEAVY!r} if u.find_spec(m)))"
     out = _run([str(base_venv / "bin" / "python"), "-c", code], cwd="/", env=_clean_env())
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"the base install pulled in: {out.stdout.strip()}"
