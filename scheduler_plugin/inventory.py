@@ -37,8 +37,10 @@ def _rows_from_parquet(path: Path) -> list[dict[str, str]]:
     return [{name: cols[name][i] for name in cols} for i in range(table.num_rows)]
 
 
-def read_servers(path: str | Path, require_rack: bool = False) -> list[ServerRow]:
-    """Rows of ``path`` (CSV or Parquet) with at least ``server`` and ``tenant`` columns."""
+def read_servers(path: str | Path, require_rack: bool = False, require_tenant: bool = True) -> list[ServerRow]:
+    """Rows of ``path`` (CSV or Parquet) with at least a ``server`` column, ``tenant`` unless
+    ``require_tenant`` is false (the topology map needs only where a server sits) and ``rack`` if
+    ``require_rack``."""
     p = Path(path)
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
@@ -53,7 +55,7 @@ def read_servers(path: str | Path, require_rack: bool = False) -> list[ServerRow
         raise InventoryError(f"{p}: cannot read inventory: {exc}") from None
     except (csv.Error, ValueError) as exc:  # not CSV / Parquet, not UTF-8, a field beyond the csv limit
         raise InventoryError(f"{p}: not a readable inventory (CSV or Parquet): {exc}") from None
-    needed = ["server", "tenant"] + (["rack"] if require_rack else [])
+    needed = ["server"] + (["tenant"] if require_tenant else []) + (["rack"] if require_rack else [])
     missing = [c for c in needed if c not in header]
     if missing:
         raise InventoryError(f"{p}: missing column(s) {', '.join(missing)} (found: {short_join(header) or 'none'})")
@@ -65,7 +67,7 @@ def read_servers(path: str | Path, require_rack: bool = False) -> list[ServerRow
         rack = (rec.get("rack") or "").strip()
         if not server:
             raise InventoryError(f"{p}: row {i}: column 'server' is empty")
-        if not tenant:
+        if require_tenant and not tenant:
             raise InventoryError(f"{p}: row {i}: column 'tenant' is empty for server {server!r}")
         if require_rack and not rack:
             raise InventoryError(f"{p}: row {i}: column 'rack' is empty for server {server!r}")
