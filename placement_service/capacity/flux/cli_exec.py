@@ -194,8 +194,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _to_ras(args: argparse.Namespace) -> int:
-    import csv
-
+    from placement_service import csvsafe
     from placement_service.atomic import atomic_path
     from placement_service.capacity.flux import handoff
     from placement_service.capacity.flux.io import load_json, write_json
@@ -208,7 +207,7 @@ def _to_ras(args: argparse.Namespace) -> int:
     if args.inventory_out:
         inv_cols = handoff.inventory(doc, args.region, args.t, msbs=args.msbs)
         with atomic_path(args.inventory_out, suffix=".csv") as tmp, open(tmp, "w", newline="") as fh:
-            w = csv.writer(fh)
+            w = csvsafe.writer(fh)
             w.writerow(list(inv_cols))
             w.writerows(zip(*inv_cols.values(), strict=True))
         print(f"{args.inventory_out}: {len(inv_cols['server'])} servers")
