@@ -177,14 +177,19 @@ def _print_summary(args: argparse.Namespace, r: Any, paths: Any) -> None:
         common = f"all observed from {fmt_time(lo)} to {fmt_time(hi)} ({(hi - lo) / DAY_S:.1f} days)"
     else:
         common = "no time when every tenant was observed (disjoint windows)"
-    print(f"  observation window per tenant ({len(windows)} tenants; {common}):")
+    if len({(w["first_s"], w["last_s"]) for _n, w in windows}) == 1:
+        print(f"  observation window: the same for every tenant ({len(windows)}): {common}")
+        windows = []
+    else:
+        print(f"  observation window per tenant ({len(windows)} tenants; {common}):")
     for name, w in windows[:_SHOWN]:
         print(f"    {name}: {fmt_time(w['first_s'])} to {fmt_time(w['last_s'])} ({w['days']:.1f} days, "
               f"{w['samples']} samples)")
     if len(windows) > _SHOWN:
         print(f"    ... {len(windows) - _SHOWN} more tenants (--json lists every tenant)")
-    print(f"  {r.memory_gaps} samples kept with an empty memory cell (a gap in memory only); {r.clipped} samples "
-          "above 100% clipped" + ("" if args.clip_cpu else " (none allowed without --clip-cpu)"))
+    print((f"  {r.memory_gaps} samples kept with an empty memory cell (a gap in memory only); " if r.memory_unit
+           else "  ") + f"{r.clipped} samples above 100% clipped" + ("" if args.clip_cpu else
+                                                                     " (none allowed without --clip-cpu)"))
     total = sum(r.dropped.values())
     print(f"dropped: {total} rows or cells in all, every one counted here:")
     for key, reason in DROP_REASONS.items():

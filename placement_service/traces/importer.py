@@ -9,14 +9,18 @@ Monitoring systems export per-server CPU in one of two layouts, as CSV or Parque
 What this module does that the strict loaders (:mod:`placement_service.traces.io`) refuse:
 
 1. **Gaps stay gaps.** An empty cell (wide) or a row with an empty CPU value (long) is a missing
-   sample, not an error: it is dropped and counted. Tenant series keep long gaps as gaps
+   sample, not an error: it is dropped and counted. An empty memory cell is a gap in memory only
+   (the sample is kept). Tenant series keep long gaps as gaps
    (:func:`placement_service.traces.series.tenant_series`), so a multi-day outage never becomes a
-   flat line. Servers may use different sampling intervals and start on different dates.
+   flat line. Servers may use different sampling intervals and start on different dates. Every
+   dropped row is counted by reason in ``ImportReport.dropped`` (:data:`DROP_REASONS`).
 2. **The real time is kept.** Timestamps are written as given (epoch seconds or ISO 8601, or
-   epoch milliseconds with ``time_unit="ms"``); nothing is moved to a fixed start date.
+   epoch milliseconds with ``time_unit="ms"``); nothing is moved to a fixed start date. Times
+   before 1990 or more than a day after now are refused unless ``allow_any_time``.
 3. **CPU above 100%** (hyperthreading, burst credits): refused by default naming the row; with
-   ``clip_cpu`` clipped to 100% and counted. The unit (fraction 0..1 or percent 0..100) is given
-   or detected (``auto``: percent when any value exceeds 1.5), and the report says which.
+   ``clip_cpu`` clipped to 100% and counted. The unit (fraction 0..1 or percent 0..100) of the
+   CPU and of the memory column is given or decided per column from all its values
+   (:func:`decide_unit`; an ambiguous column is refused naming rows), and the report says which.
 4. **Inventories as event logs** (one row per change of a machine): ``event_log=True`` keeps the
    last row per server (by the mapped ``timestamp`` column when there is one, else file order).
    Missing inventory columns get stated defaults: ``environment`` = the tenant, ``rack`` =
