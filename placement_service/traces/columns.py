@@ -266,9 +266,9 @@ def timestamp_s_column(path: PathLike, table: pa.Table, name: str = "timestamp")
     too_big = np.abs(values) > _MAX_EPOCH_S
     if too_big.any():
         i = first_true(too_big)
+        shown = f"{values[i]:.0f}" if abs(values[i]) < 1e15 else f"{values[i]:g}"  # one short line
         raise TraceError(
-            path, f"expected epoch seconds, got {values[i]:.0f} (milliseconds? divide by 1000)", row=i + 1,
-            column=name,
+            path, f"expected epoch seconds, got {shown} (milliseconds? divide by 1000)", row=i + 1, column=name,
         )
     return values
 

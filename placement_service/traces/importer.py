@@ -260,6 +260,8 @@ def import_utilization(
         mapped_long = any(k in mapping for k in ("server", "cpu", "tenant", "memory"))
         layout = "long" if mapped_long or ("server" in names and "cpu" in names) else "wide"
     report.layout = layout
+    if table.num_rows == 0:
+        raise TraceError(path, "no data rows: expected at least one sample after the header")
     memory: np.ndarray | None
     if layout == "long":
         table = _renamed(path, table, mapping, ("timestamp", "server", "cpu"))

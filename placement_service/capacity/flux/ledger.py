@@ -248,8 +248,12 @@ class Ledger:
                 if a in ants[:k]:
                     raise FluxError(f"{at} ({eid!r}): field 'antecedents[{k}]': {a!r} repeats "
                                     f"antecedents[{list(ants).index(a)}]")  # fmt: skip
-            rows.append((eid, ts, kind, writer, "proposed", int(bool(ev.get("review", False))),
-                         payload_text, str(ev.get("note", "")), now, now))  # fmt: skip
+            review, note = ev.get("review", False), ev.get("note", "")
+            if not isinstance(review, bool):
+                raise FluxError(f"{at} ({eid!r}): field 'review': expected true or false, got {review!r}")
+            if not isinstance(note, str):
+                raise FluxError(f"{at} ({eid!r}): field 'note': expected text, got {type(note).__name__}")
+            rows.append((eid, ts, kind, writer, "proposed", int(review), payload_text, note, now, now))
             edges.extend((eid, a, i, k) for k, a in enumerate(ants))
         # A cycle can only lie inside the batch: events already in the ledger never wait for new ones.
         batch_deps: dict[str, list[str]] = {}

@@ -144,6 +144,12 @@ def test_absurd_timestamps_are_refused(tmp_path, capsys, ts):
         assert ledger.events() == []
 
 
+@pytest.mark.parametrize(("field", "value"), [("review", "false"), ("review", 1), ("note", {"a": 1})])
+def test_review_and_note_must_have_their_types(tmp_path, field, value):
+    with Ledger(tmp_path / "l.sqlite") as led, pytest.raises(FluxError, match=f"field '{field}'"):
+        led.add([ev("a", **{field: value})], writer="w")
+
+
 def test_non_finite_payload_is_refused_and_list_prints_only_json(tmp_path, capsys):
     path = tmp_path / "l.sqlite"
     with Ledger(path) as led:
