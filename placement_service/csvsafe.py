@@ -88,14 +88,24 @@ def _is_text(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
-def _regex_array(col: Any, pattern: tuple[str, str]) -> Any:
+def _regex_array(col: Any, pattern: tuple[str, str], first: str) -> Any:
+    """``col`` with ``pattern`` applied to its text cells; dictionary columns only touch their
+    dictionary (then come back as plain text). ``first``: the characters a matching cell starts
+    with (columns without any such cell are returned as they are, without a regex pass)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     t = col.type
     if pa.types.is_dictionary(t) and _is_text(t.value_type):
-        col = pc.cast(col, t.value_type)
-    elif not _is_text(t):
+        chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+        fixed = [pa.DictionaryArray.from_arrays(c.indices, _regex_array(c.dictionary, pattern, first))
+                 for c in chunks]
+        out = pa.chunked_array(fixed, type=pa.dictionary(t.index_type, t.value_type)) if fixed else col
+        return pc.cast(out, t.value_type) if isinstance(col, pa.ChunkedArray) else pc.cast(fixed[0], t.value_type)
+    if not _is_text(t):
+        return col
+    starts = pc.utf8_slice_codeunits(col, 0, 1)
+    if not pc.any(pc.is_in(starts, value_set=pa.array(list(first), type=t))).as_py():
         return col
     return pc.replace_substring_regex(col, pattern=pattern[0], replacement=pattern[1], max_replacements=1)
 
@@ -103,12 +113,12 @@ def _regex_array(col: Any, pattern: tuple[str, str]) -> Any:
 def escape_array(col: Any) -> Any:
     """A text (or dictionary-of-text) Arrow array with its cells escaped; other types unchanged.
     A dictionary column comes back as plain text (what a CSV holds anyway)."""
-    return _regex_array(col, _ARROW_ESCAPE)
+    return _regex_array(col, _ARROW_ESCAPE, FORMULA_PREFIXES + "'")
 
 
 def unescape_array(col: Any) -> Any:
     """The inverse of :func:`escape_array` (text columns only; others unchanged)."""
-    return _regex_array(col, _ARROW_UNESCAPE)
+    return _regex_array(col, _ARROW_UNESCAPE, "'")
 
 
 def escape_table(table: pa.Table) -> pa.Table:
@@ -119,11 +129,14 @@ def escape_table(table: pa.Table) -> pa.Table:
                                 names=[escape_text(n) for n in table.column_names])
 
 
-def unescape_table(table: pa.Table) -> pa.Table:
-    """A table read from a CSV file with its column names and text cells unescaped."""
+def unescape_table(table: pa.Table, columns: Iterable[str] | None = None) -> pa.Table:
+    """A table read from a CSV file with its column names and text cells unescaped (only the
+    cells of ``columns`` when given: a reader that knows its name columns skips the others)."""
     import pyarrow as pa
 
-    return pa.Table.from_arrays([unescape_array(c) for c in table.columns],
+    which = set(table.column_names if columns is None else columns)
+    return pa.Table.from_arrays([unescape_array(c) if n in which else c
+                                 for n, c in zip(table.column_names, table.columns, strict=True)],
                                 names=[unescape_text(n) for n in table.column_names])
 
 

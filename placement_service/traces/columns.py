@@ -134,7 +134,7 @@ def read_table(path: PathLike, required: Sequence[str], optional: Sequence[str] 
                     column_types=types, include_columns=wanted
                 ),
             )
-        return unescape_table(table)  # the project's CSV writers escape formula prefixes
+        return unescape_table(table, _STRING_COLUMNS)  # the project's CSV writers escape formula prefixes
     except (pa.ArrowException, OSError) as exc:
         raise TraceError(p, f"cannot read the {kind} file: {exc}") from None
 
