@@ -90,6 +90,15 @@ def test_a_damaged_page_is_a_clear_error_from_every_ledger_command(tmp_path, cap
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("content", [b"not a database at all\n" * 100, b"SQLite format 3\x00" + b"\xff" * 4080])
+def test_a_file_that_is_not_a_ledger_is_one_line(tmp_path, capsys, content):
+    path = tmp_path / "l.sqlite"
+    path.write_bytes(content)
+    assert main(["flux", "ledger", "list", "--ledger", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "not a ledger" in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_damaged_page_is_a_clear_error_for_plan_baseline_too(tmp_path):
     path = _damaged_ledger(tmp_path)
     with Ledger(path) as led, pytest.raises(FluxError, match="damaged"):
