@@ -293,11 +293,12 @@ def import_utilization(
         cpu_column = None  # the column is the server's
 
     def where(i: int) -> str:
-        column = cpu_column if cpu_column is not None else str(server_names[server_codes[i]])
-        return f"row {int(rows[i])}" + (f" (server {str(server_names[server_codes[i]])!r})" if cpu_column
-                                         else f", column {column!r}")
+        """Sample i for a message: long ``row 17 (server 's1')``, wide ``row 17, column 's1'``."""
+        server = str(server_names[server_codes[i]])
+        return f"row {int(rows[i])}" + (f" (server {server!r})" if cpu_column else f", column {server!r}")
 
     def at(i: int, column: str | None = None) -> dict[str, Any]:
+        """Sample i as TraceError's row and column."""
         return {"row": int(rows[i]), "column": column or cpu_column or str(server_names[server_codes[i]])}
 
     # 1. Gaps: an empty CPU cell is a missing sample; an empty memory cell is a gap in memory only.
