@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from placement_service import HarvestError
+from placement_service.csvsafe import unescape_text
 from placement_service.validate import short_join
 
 
@@ -49,8 +50,11 @@ def read_servers(path: str | Path, require_rack: bool = False, require_tenant: b
         else:
             with p.open(newline="", encoding="utf-8") as handle:
                 reader = csv.DictReader(handle)
-                header = list(reader.fieldnames or [])
-                records = [dict(r) for r in reader]
+                # the project's CSV writers escape formula prefixes (placement_service/csvsafe.py)
+                header = [unescape_text(h) for h in reader.fieldnames or []]
+                records = [{(unescape_text(k) if isinstance(k, str) else k): (unescape_text(v) if isinstance(v, str)
+                                                                                else v) for k, v in r.items()}
+                           for r in reader]
     except OSError as exc:
         raise InventoryError(f"{p}: cannot read inventory: {exc}") from None
     except (csv.Error, ValueError) as exc:  # not CSV / Parquet, not UTF-8, a field beyond the csv limit

@@ -28,6 +28,7 @@ from placement_service.capacity.ras.domain import (
     Request,
     Settings,
 )
+from placement_service.csvsafe import unescape_table, write_arrow_csv
 from placement_service.validate import InputError, load_json_file
 
 REQUIRED_COLUMNS = ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
@@ -43,7 +44,7 @@ def read_table(path: str | Path) -> pa.Table:
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
             return pq.read_table(p)
-        return pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(strings_can_be_null=False))
+        return unescape_table(pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(strings_can_be_null=False)))
     except (pa.ArrowInvalid, OSError) as exc:
         raise CapacityError(f"{p}: cannot read as {'Parquet' if p.suffix == '.parquet' else 'CSV'}: {exc}") from None
 
@@ -282,7 +283,7 @@ def write_table(path: str | Path, columns: Mapping[str, Sequence[Any]]) -> None:
         if Path(path).suffix.lower() in (".parquet", ".pq"):
             pq.write_table(table, tmp)
         else:
-            pacsv.write_csv(table, tmp)
+            write_arrow_csv(table, tmp)  # formula prefixes escaped (placement_service/csvsafe.py)
 
     atomic_write(path, w)
 
