@@ -46,6 +46,7 @@ def report_from_proto(msg: harvest_pb2.NodeReport, now_s: float, max_future_s: f
                       max_age_s: float = DEFAULT_MAX_AGE_S) -> Any:
     doc = {name: getattr(msg, name) for name in REQUIRED_FIELDS}
     doc["seq"] = int(msg.seq)
+    doc["agent_version"] = msg.agent_version
     return parse_report(doc, "report", now_s, max_future_s, max_age_s)
 
 

@@ -21,7 +21,13 @@ from placement_service.server.http_common import check_bearer, install_common
 from placement_service.server.http_common import error_response as _error
 from placement_service.server.http_common import json_body as _body
 from placement_service.server.http_common import json_response as _json
-from placement_service.server.reports import RequestError, check_name, check_place_request, parse_report_batch
+from placement_service.server.reports import (
+    AGENT_VERSION_RE,
+    RequestError,
+    check_name,
+    check_place_request,
+    parse_report_batch,
+)
 from placement_service.server.service import PlacementService
 
 logger = logging.getLogger(__name__)
@@ -159,6 +165,15 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         if policy.selector is not None:
             doc["current_cpu"] = policy.selector.current()
         return _json(doc)
+
+    @app.get("/v1/agents")
+    def get_agents() -> Response:
+        """Which agent release runs where: counts per version and the nodes (``?version=``, ``?limit=``)."""
+        version = request.args.get("version")
+        if version is not None and not AGENT_VERSION_RE.match(version):
+            raise RequestError("version: must be at most 64 characters of [0-9A-Za-z.+_-]", "version")
+        limit = validate.parse_int(request.args.get("limit") or "1000", "limit", minimum=0, maximum=100_000)
+        return _json(service.agent_versions.snapshot(version, limit))
 
     @app.get("/v1/nodes/<node>")
     def get_node(node: str) -> Response:
