@@ -17,12 +17,13 @@ from flask import Flask, Response, request
 from placement_service import validate
 from placement_service.core.types import PlacementError, PolicyError
 from placement_service.server.elastic import parse_elastic_set
-from placement_service.server.http_common import check_bearer, install_common
+from placement_service.server.http_common import check_bearer, check_list
 from placement_service.server.http_common import error_response as _error
 from placement_service.server.http_common import json_body as _body
 from placement_service.server.http_common import json_response as _json
 from placement_service.server.reports import RequestError, check_name, check_place_request, parse_report_batch
 from placement_service.server.service import PlacementService
+from placement_service.server.serving import create_json_app
 
 logger = logging.getLogger(__name__)
 
@@ -44,15 +45,12 @@ def _epoch_arg(name: str, default: float) -> float:
 
 
 def create_app(service: PlacementService, token: str | None) -> Flask:
-    app = Flask("harvest-placement")
-    app.config["MAX_CONTENT_LENGTH"] = service.cfg.max_body_bytes
     cfg = service.cfg
     metrics = service.metrics
+    app = create_json_app("harvest-placement", metrics, cfg.http_limits())
 
     def require_token() -> None:
         check_bearer(token)
-
-    install_common(app, metrics)
 
     @app.errorhandler(PlacementError)
     def _placement_error(exc: PlacementError) -> Response:
@@ -103,7 +101,7 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     @app.post("/v1/blocks/place")
     def post_place() -> Response:
         doc = _body()
-        writer, replicas, excluded, block_size, chosen = parse_place_request(doc)
+        writer, replicas, excluded, block_size, chosen = parse_place_request(doc, cfg.max_list_items)
         block = request.args.get("block", "")
         if block:
             check_name(block, "block")
@@ -228,8 +226,7 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         check_name(node, "node")
         doc = _body()
         ids = doc.get("revocations") if isinstance(doc, dict) else None
-        if not isinstance(ids, list):
-            raise RequestError("revocations: must be a list of revocation ids", "revocations")
+        check_list(ids, "revocations", cfg.max_list_items, what="revocation ids")
         ids = [validate.check_int(i, f"revocations[{k}]", minimum=1, maximum=2**63 - 1) for k, i in enumerate(ids)]
         return _json({"drained": service.revocations_drained(node, ids)})
 
@@ -267,14 +264,14 @@ def _field_of(message: str) -> str:
     return parts[1] if len(parts) > 2 else parts[0]
 
 
-def parse_place_request(doc: Any) -> tuple[str, int, list[str], int, list[str]]:
+def parse_place_request(doc: Any, max_items: int = 10_000) -> tuple[str, int, list[str], int, list[str]]:
     if not isinstance(doc, dict):
         raise RequestError("body: must be a JSON object", "body")
     unknown = sorted(set(doc) - {"writer", "replicas", "excluded", "block_size", "chosen"})
     if unknown:
         raise RequestError(f"{unknown[0]}: unknown field", unknown[0])
     return check_place_request(doc.get("writer"), doc.get("replicas", 3), doc.get("excluded", []),
-                               doc.get("block_size", 0), doc.get("chosen", []))
+                               doc.get("block_size", 0), doc.get("chosen", []), max_items)
 
 
 REIMAGE_MAX_AGE_S = 10 * 365 * 86400.0  # older reports of reimages are refused (typo guard)
