@@ -226,8 +226,8 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         check_name(node, "node")
         doc = _body()
         ids = doc.get("revocations") if isinstance(doc, dict) else None
-        check_list(ids, "revocations", cfg.max_list_items, what="revocation ids")
-        ids = [validate.check_int(i, f"revocations[{k}]", minimum=1, maximum=2**63 - 1) for k, i in enumerate(ids)]
+        ids = [validate.check_int(i, f"revocations[{k}]", minimum=1, maximum=2**63 - 1)
+               for k, i in enumerate(check_list(ids, "revocations", cfg.max_list_items, what="revocation ids"))]
         return _json({"drained": service.revocations_drained(node, ids)})
 
     @app.get("/v1/harvestable")
