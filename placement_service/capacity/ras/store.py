@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from placement_service.capacity import CapacityError
 from placement_service.sqlite_wal import open_db, transaction
 
 _SCHEMA = """
@@ -59,16 +57,7 @@ class CapacityStore:
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
-        try:
-            self._db = open_db(path, _SCHEMA)
-            bad = [r[0] for r in self._db.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
-        except sqlite3.DatabaseError as exc:
-            raise CapacityError(f"{path}: damaged state file ({exc}); move it aside to start again from the "
-                                "reservations file (nothing is lent before the first solve)") from None
-        if bad:
-            self._db.close()
-            raise CapacityError(f"{path}: damaged state file ({bad[0]}); move it aside to start again from the "
-                                "reservations file (nothing is lent before the first solve)")
+        self._db = open_db(path, _SCHEMA)  # a damaged file: DamagedStateError naming it (exit 2 at start)
 
     def close(self) -> None:
         with self._lock:
