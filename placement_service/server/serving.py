@@ -100,7 +100,8 @@ def start_http(app: Any, host: str, port: int, limits: HttpLimits, metrics: Metr
     http.prepare()
     if metrics is not None:
         metrics.add_collector(lambda: {"harvest_http_connections": float(http.live_connections),
-                                       "harvest_http_connections_refused": float(http.refused_total)})
+                                       "harvest_http_connections_refused": float(http.refused_total),
+                                       "harvest_http_connections_evicted": float(http.evicted_total)})
     return http
 
 
