@@ -40,12 +40,13 @@ def start_capacity(data_dir: Path, *extra: str, region: Path | None = None, pree
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
     line = ""
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not line.startswith("harvest ras serve:"):
         ready, _, _ = select.select([proc.stdout], [], [], 0.5)
         if ready:
-            line = proc.stdout.readline()
-            break
-        if proc.poll() is not None:
+            line = proc.stdout.readline()  # the solver may print a line first
+            if not line:
+                break
+        elif proc.poll() is not None:
             break
     if not line.startswith("harvest ras serve:"):
         proc.kill()
