@@ -167,6 +167,7 @@ def create_app(loop: CapacityLoop, token: str | None, metrics: Metrics, limits: 
     def get_metrics() -> Response:
         metrics.set("harvest_capacity_plan_version", loop.version)
         metrics.set("harvest_capacity_pending_revocations", len(loop.store.revocations("pending")))
+        metrics.set("harvest_capacity_events_kept", loop.store.event_count())
         return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
 
     @app.get("/openapi.json")

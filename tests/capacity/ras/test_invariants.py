@@ -177,3 +177,11 @@ def test_invariants_hold_under_any_order_of_failures_requests_and_solves(
             else:
                 run(op, arg)
             _check_invariants(loop, before)
+
+
+def test_the_event_table_keeps_only_the_newest_events(tmp_path: Path) -> None:
+    store = CapacityStore(tmp_path / "c.sqlite", max_events=50)
+    for k in range(500):  # e.g. a stream of repeated or refused signals
+        store.event("noise", {"k": k})
+    assert store.event_count() == 50
+    assert [e["k"] for e in store.events(3)] == [499, 498, 497]
