@@ -135,7 +135,8 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         entries = service.insight.explain_place(block=block or None, node=node or None)
         if block and not entries:
             raise RequestError(f"no decision for block {block!r} in the decision log (sampled, bounded: "
-                               f"the last {cfg.decision_log_size} kept)", "block", 404)
+                               f"at most the last {cfg.decision_log_size} and {cfg.decision_log_bytes} bytes kept)",
+                               "block", 404)
         return _json({"decisions": entries, "quality": service.placement_quality()})
 
     @app.get("/v1/placement/quality")
