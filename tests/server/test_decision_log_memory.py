@@ -18,7 +18,7 @@ from tests.server.conftest import ServerProc
 
 
 def _cfg(**over: object) -> SimpleNamespace:
-    base = dict(placement_quality_window=100, placement_strict_auto=False, placement_strict_enter_below=0.9,
+    base: dict[str, object] = dict(placement_quality_window=100, placement_strict_auto=False, placement_strict_enter_below=0.9,
                 placement_strict_leave_above=0.95, placement_strict_min_blocks=10, decision_log_size=10_000,
                 decision_log_sample=1.0, decision_log_bytes=256 * 1024, seed=0, silent_after_s=60.0)
     base.update(over)

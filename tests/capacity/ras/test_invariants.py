@@ -47,7 +47,7 @@ def _loop(tmp: Path, region: Region) -> CapacityLoop:
     return CapacityLoop(region, doc, CapacityStore(tmp / "capacity.sqlite"), LoopConfig(budget_s=2, interval_s=0))
 
 
-def _during_solve(monkeypatch: pytest.MonkeyPatch, events: Callable[[], None]) -> None:
+def _during_solve(monkeypatch: pytest.MonkeyPatch, events: Callable[[], object]) -> None:
     """Run ``events`` while the next solve is under way (after the solver computed its plan)."""
     calls = {"n": 0}
 
@@ -168,7 +168,11 @@ def test_invariants_hold_under_any_order_of_failures_requests_and_solves(
         for op, arg in ops:
             before = loop.assignment()
             if op == "solve":
-                _during_solve(mp, lambda arg=arg: [run(o, a) for o, a in arg])
+                def during(events: list[tuple[str, int]] = arg) -> None:
+                    for o, a in events:
+                        run(o, a)
+
+                _during_solve(mp, during)
                 result = loop.solve_now()
                 assert "stale" not in str(result.get("reason", "")), result  # a solve is never lost
                 failed = set(loop.store.failed())
