@@ -205,5 +205,7 @@ class Insight:
         metrics.set("harvest_placement_strict_mode", 1.0 if self.strict.strict else 0.0)
         metrics.set("harvest_decision_log_bytes", float(self.decisions.bytes))
         metrics.set("harvest_decision_log_entries", float(len(self.decisions)))
+        with self._lock:
+            metrics.set("harvest_job_lengths_kept", float(len(self._lengths)))  # at most 10,000
         self.heartbeats.export(metrics.set, "harvest_loop_heartbeat_age_seconds")
         return {}
