@@ -181,7 +181,7 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
                 raise InputError(request.message, "request")
             writer, replicas, excluded, block_size, chosen = check_place_request(
                 request.writer, int(request.replicas), list(request.excluded), int(request.block_size),
-                list(request.chosen))
+                list(request.chosen), self.service.cfg.max_list_items)
             result = self.service.place(writer, replicas, excluded, block_size, chosen)
         except NotFoundError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))

@@ -207,11 +207,15 @@ def parse_report_batch(doc: object, now_s: float, max_future_s: float, max_repor
     return [parse_report(item, f"reports[{i}]", now_s, max_future_s, max_age_s) for i, item in enumerate(items)]
 
 
+MAX_LIST_ITEMS = 10_000  # default of the service's max_list_items (items of one list in a request)
+
+
 def check_place_request(writer: object, replicas: object, excluded: object, block_size: object,
-                        chosen: object = ()) -> tuple[str, int, list[str], int, list[str]]:
+                        chosen: object = (), max_items: int = MAX_LIST_ITEMS) -> tuple[str, int, list[str], int, list[str]]:
     """Arguments of a replica-placement decision (HTTP ``POST /v1/blocks/place`` and gRPC
     ``ChooseTargets``): ``writer`` is a node name or ``""`` / ``None`` (a client outside the cluster);
-    ``chosen``: nodes already holding a replica of the block (re-replication)."""
+    ``chosen``: nodes already holding a replica of the block (re-replication); at most ``max_items``
+    excluded names (the service's ``max_list_items``)."""
     if writer is None or writer == "":
         writer = ""
     else:
@@ -223,6 +227,8 @@ def check_place_request(writer: object, replicas: object, excluded: object, bloc
         raise RequestError(str(exc), exc.field) from None
     if not isinstance(excluded, list | tuple):
         raise RequestError("excluded: must be a list of node names", "excluded")
+    if len(excluded) > max_items:
+        raise RequestError(f"excluded: at most {max_items} node names per request, got {len(excluded)}", "excluded")
     names = [check_name(e, f"excluded[{i}]") for i, e in enumerate(excluded)]
     if not isinstance(chosen, list | tuple):
         raise RequestError("chosen: must be a list of node names (the block's replicas so far)", "chosen")
