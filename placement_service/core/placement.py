@@ -53,6 +53,7 @@ from itertools import combinations
 import numpy as np
 
 from placement_service.core.cobusy import CobusyModel, aligned
+from placement_service.core.placement_base import _TRIES as _POOL_TRIES
 from placement_service.core.placement_base import (
     MB_PER_GB,
     PlacementConfig,
@@ -305,6 +306,8 @@ class ReplicaPlacer(PlacerBase):
         for s_i, t in enumerate(server_tenant):
             self._tenant_reimaged[t] += self._reimaged[s_i]
         self._tenant_size = [float(len(m)) for m in members]
+        # New blocks of 2-3 replicas take ``_place_fast`` when nothing but the grid decides.
+        self._fast = self._busy_hours is None and self._cobusy is None and config.forget_every >= N_SIDE
         self._init_usable()
 
     def reset_server(self, server: str) -> None:
@@ -490,8 +493,23 @@ class ReplicaPlacer(PlacerBase):
         """
         if risk_target is not None and not 0.0 <= risk_target < 1.0:
             raise PolicyError(f"place: risk_target must be in [0, 1), got {risk_target}")
+        if self._fast and not excluded and not existing and 2 <= replicas <= 3 and self._all.n >= replicas:
+            draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
+            fast = self._place_fast(writer, replicas, draw)
+            if fast is not None:
+                targets, reason = fast
+                free, block = self._free_mb, self._block
+                for s in targets:  # _commit: each was usable; only one that fills up changes pools
+                    free[s] -= block
+                    if free[s] < block:
+                        self._update(s)
+                names = self.inventory.server
+                return PlacementResult(tuple([names[s] for s in targets]), False, reason)
+        else:
+            draw = None
         taken, holders = self._prepare(replicas, excluded, existing)
-        draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
+        if draw is None:
+            draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
         cell_free = list(self._cell_servers)
         for i in taken:
             if self._usable[i] and self._server_cell[i] >= 0:
@@ -550,6 +568,81 @@ class ReplicaPlacer(PlacerBase):
             self._record(st, s)
             targets.append(s)
         return PlacementResult(self._commit(targets), relaxed, "; ".join(notes))
+
+    def _place_fast(self, writer: str | None, replicas: int, draw: _Uniforms) -> tuple[list[int], str] | None:
+        """The common new block (2 or 3 replicas, nothing excluded or held, every cell it can reach
+        with enough usable environments), with exactly the draws and choices of the general path
+        below, without its per-call state; None (no draw taken) when the block is not that case.
+
+        Why it is the same choice: with the writer (or the random first replica) in cell ``c``, the
+        cells of unused rows and columns are the 2x2 sub-grid ``_SUB[c]``. When each has a usable
+        server and at least ``replicas`` usable environments, the general path's look-ahead finds
+        every one of them completable and no environment check can bind (``_allowed_envs`` returns
+        None: the block's environments remove at most ``replicas - 1``), so it draws a cell of the
+        four uniformly (``draw.index(4)``), a tenant and a server in it (``_pick_tenant``); the third
+        replica's only open cell is the diagonal partner (``draw.index(1)`` taken as there), which
+        still has an environment left. Without a usable writer the first replica is a uniform cell
+        of the nine, drawn the same way, when all nine qualify."""
+        cs, active, tenv, stn = self._cell_servers, self._cell_env_active, self._tenant_env, self._server_tenant
+        reason = ""
+        w = self._index.get(writer) if writer is not None else None
+        if w is None or not self._usable[w]:
+            for c in range(N_CELLS):
+                if cs[c] <= 0 or len(active[c]) < replicas:
+                    return None
+            if writer is not None:
+                reason = f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
+            c = draw.index(N_CELLS)
+            w = self._pick_tenant(c, draw, (), ())
+            assert w is not None  # the cell has a usable server
+        else:
+            c = self._server_cell[w]
+            if c < 0:
+                return None
+        sub = _SUB[c]
+        for x in sub:
+            if cs[x] <= 0 or len(active[x]) < replicas:
+                return None
+        c2 = sub[draw.index(4)]
+        envs = (tenv[stn[w]],)
+        taken = (w,)
+        s2 = self._pick_tenant(c2, draw, envs, taken)
+        assert s2 is not None  # another environment of the cell has a usable server
+        if replicas == 2:
+            return [w, s2], reason
+        draw.index(1)  # the general path's draw among the one open cell
+        s3 = self._pick_tenant(_PARTNER[c][c2], draw, (envs[0], tenv[stn[s2]]), (w, s2))
+        assert s3 is not None
+        return [w, s2, s3], reason
+
+    def _pick_tenant(self, c: int, draw: _Uniforms, envs: Collection[int], taken: Collection[int]) -> int | None:
+        """``_pick_tenant_server`` with the environment rule and nothing else (same draws)."""
+        pool = self._cell_pool[c]
+        n = pool.n
+        if n == 0:
+            return None
+        items, tenv, pools, index = pool.items, self._tenant_env, self._tenant_pool, draw.index
+        for _ in range(_TRIES):
+            t = items[index(n)]
+            if tenv[t] in envs:
+                continue
+            tp = pools[t]
+            # pick_from(tp, draw, taken), its first draw inline (the tenant has a usable server)
+            s = tp.items[index(tp.n)]
+            if s not in taken:
+                return s
+            s = _pick_from_rest(tp, draw, taken)
+            if s is not None:
+                return s
+        start = index(n)
+        for j in range(n):
+            t = items[(start + j) % n]
+            if tenv[t] in envs:
+                continue
+            s = pick_from(pools[t], draw, taken)
+            if s is not None:
+                return s
+        return None
 
     def _record(self, st: _Block, s: int, counted: bool = False) -> None:
         """Note a replica on server ``s``: its environment, row and column are used from now on."""
@@ -853,6 +946,22 @@ class _Block:
         self.target = 0.0  # co-busy risk target of this call (0: the lowest estimate)
 
 
+def _pick_from_rest(pool: _Pool, draw: _Uniforms, taken: Collection[int]) -> int | None:
+    """``pick_from`` after its first draw missed: the remaining tries, then the scan."""
+    n = pool.n
+    items = pool.items
+    for _ in range(_POOL_TRIES - 1):
+        s = items[draw.index(n)]
+        if s not in taken:
+            return s
+    start = draw.index(n)
+    for j in range(n):
+        s = items[(start + j) % n]
+        if s not in taken:
+            return s
+    return None
+
+
 def _ascending(scores: np.ndarray, head: int) -> Iterator[int]:
     """The indices of ``scores`` in the order of ``np.argsort(scores, kind="stable")`` (ascending,
     ties by index), lazily: the scores below the ``head``-th smallest value first (a partition and a
@@ -870,6 +979,15 @@ def _ascending(scores: np.ndarray, head: int) -> Iterator[int]:
 _ROW_BIT = tuple(1 << (c // N_SIDE) for c in range(N_CELLS))
 _COL_BIT = tuple(1 << (c % N_SIDE) for c in range(N_CELLS))
 _CELL_BIT = tuple(1 << c for c in range(N_CELLS))
+# Per cell: the four cells in other rows and columns (ascending, as the general path lists them),
+# and for each of those its partner in the 2x2 sub-grid (the other row and column).
+_SUB = tuple(
+    tuple(x for x in range(N_CELLS) if x // N_SIDE != c // N_SIDE and x % N_SIDE != c % N_SIDE) for c in range(N_CELLS)
+)
+_PARTNER = tuple(
+    {x: y for x in _SUB[c] for y in _SUB[c] if x // N_SIDE != y // N_SIDE and x % N_SIDE != y % N_SIDE}
+    for c in range(N_CELLS)
+)
 
 
 def _bits(mask: int) -> list[int]:
