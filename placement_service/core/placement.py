@@ -497,14 +497,14 @@ class ReplicaPlacer(PlacerBase):
             draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
             fast = self._place_fast(writer, replicas, draw)
             if fast is not None:
-                targets, reason = fast
+                chosen, reason = fast
                 free, block = self._free_mb, self._block
-                for s in targets:  # _commit: each was usable; only one that fills up changes pools
-                    free[s] -= block
-                    if free[s] < block:
-                        self._update(s)
+                for i in chosen:  # _commit: each was usable; only one that fills up changes pools
+                    free[i] -= block
+                    if free[i] < block:
+                        self._update(i)
                 names = self.inventory.server
-                return PlacementResult(tuple([names[s] for s in targets]), False, reason)
+                return PlacementResult(tuple([names[i] for i in chosen]), False, reason)
         else:
             draw = None
         taken, holders = self._prepare(replicas, excluded, existing)
@@ -628,9 +628,9 @@ class ReplicaPlacer(PlacerBase):
                 continue
             tp = pools[t]
             # pick_from(tp, draw, taken), its first draw inline (the tenant has a usable server)
-            s = tp.items[index(tp.n)]
-            if s not in taken:
-                return s
+            first: int = tp.items[index(tp.n)]
+            if first not in taken:
+                return first
             s = _pick_from_rest(tp, draw, taken)
             if s is not None:
                 return s
