@@ -692,14 +692,14 @@ class ReplicaPlacer(PlacerBase):
         if all(a is None for a in allowed.values()):
             return self._pick_cell_server(draw, st, True, True, True, ahead)
         mask = sum(_CELL_BIT[c] for c in cands if allowed[c] is None or allowed[c])
-        plans = [p for p in _transversals(mask, k) if _hall([allowed[c] for c in p])]
+        plans = [p for p in _transversals(mask, k) if _hall(tuple([allowed[c] for c in p]))]
         if not plans:
             return self._pick_cell_server(draw, st, True, True, True, 0)
         good = sorted({c for p in plans for c in p})
 
         def env_rule(c: int) -> Callable[[int], bool]:
             rests = [[allowed[x] for x in p if x != c] for p in plans if c in p]
-            return lambda e: any(_hall([a if a is None else a - {e} for a in rest]) for rest in rests)
+            return lambda e: any(_hall(tuple([a if a is None else a - {e} for a in rest])) for rest in rests)
 
         if self._cobusy is not None and st.tenants:
             # Co-busy estimates: the best tenant over every cell of a feasible plan, not a random cell.
@@ -720,8 +720,12 @@ class ReplicaPlacer(PlacerBase):
         active = self._cell_env_active[c]
         # Each environment of the block, and each usable server of the cell already taken or chosen,
         # can remove at most one environment from the cell.
-        if len(active) - len(st.envs) - (self._cell_servers[c] - st.cell_free[c]) >= need:
+        held = self._cell_servers[c] - st.cell_free[c]
+        if len(active) - len(st.envs) - held >= need:
             return None
+        if held == 0:  # no usable server of the cell taken: every active environment has one left
+            rest = active.keys() - st.envs
+            return None if len(rest) >= need else frozenset(rest)
         out: set[int] = set()
         members, taken = self._cell_env_tenants[c], st.taken
         for e in active:
@@ -1030,7 +1034,8 @@ def _transversal(cells: tuple[int, ...]) -> bool:
     return True
 
 
-def _hall(allowed: list[frozenset[int] | None]) -> bool:
+@lru_cache(maxsize=65536)
+def _hall(allowed: tuple[frozenset[int] | None, ...]) -> bool:
     """Whether the cells can get pairwise distinct environments (Hall's condition). ``None``: the
     cell has at least ``len(allowed)`` environments, so no subset containing it can fail."""
     exact = [a for a in allowed if a is not None]
