@@ -493,10 +493,12 @@ class ReplicaPlacer(PlacerBase):
         """
         if risk_target is not None and not 0.0 <= risk_target < 1.0:
             raise PolicyError(f"place: risk_target must be in [0, 1), got {risk_target}")
+        draw: _Uniforms | None = None
+        fast: tuple[list[int], str] | None = None
         if self._fast and not excluded and not existing and 2 <= replicas <= 3 and self._all.n >= replicas:
             draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
             fast = self._place_fast(writer, replicas, draw)
-            if fast is not None:
+            if fast is not None and len(fast[0]) == replicas:
                 chosen, reason = fast
                 free, block = self._free_mb, self._block
                 for i in chosen:  # _commit: each was usable; only one that fills up changes pools
@@ -505,8 +507,6 @@ class ReplicaPlacer(PlacerBase):
                         self._update(i)
                 names = self.inventory.server
                 return PlacementResult(tuple([names[i] for i in chosen]), False, reason)
-        else:
-            draw = None
         taken, holders = self._prepare(replicas, excluded, existing)
         if draw is None:
             draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
@@ -525,7 +525,12 @@ class ReplicaPlacer(PlacerBase):
         relaxed = False
 
         w = self._index.get(writer) if writer is not None else None
-        if w is not None and self._usable[w] and w not in taken:
+        if fast is not None:  # the fast path drew the first replica, the rest is the general path's
+            if fast[1]:
+                notes.append(fast[1])
+            self._record(st, fast[0][0])
+            targets.append(fast[0][0])
+        elif w is not None and self._usable[w] and w not in taken:
             self._record(st, w)
             targets.append(w)
         elif not holders:
@@ -570,53 +575,100 @@ class ReplicaPlacer(PlacerBase):
         return PlacementResult(self._commit(targets), relaxed, "; ".join(notes))
 
     def _place_fast(self, writer: str | None, replicas: int, draw: _Uniforms) -> tuple[list[int], str] | None:
-        """The common new block (2 or 3 replicas, nothing excluded or held, every cell it can reach
-        with enough usable environments), with exactly the draws and choices of the general path
-        below, without its per-call state; None (no draw taken) when the block is not that case.
+        """A new block of 2 or 3 replicas with nothing excluded or held, when it can be placed
+        without relaxing, with exactly the draws and choices of the general path (``_pick_next``),
+        without its per-call state; None, before any draw, when the block is not such a case.
 
-        Why it is the same choice: with the writer (or the random first replica) in cell ``c``, the
-        cells of unused rows and columns are the 2x2 sub-grid ``_SUB[c]``. When each has a usable
-        server and at least ``replicas`` usable environments, the general path's look-ahead finds
-        every one of them completable and no environment check can bind (``_allowed_envs`` returns
-        None: the block's environments remove at most ``replicas - 1``), so it draws a cell of the
-        four uniformly (``draw.index(4)``), a tenant and a server in it (``_pick_tenant``); the third
-        replica's only open cell is the diagonal partner (``draw.index(1)`` taken as there), which
-        still has an environment left. Without a usable writer the first replica is a uniform cell
-        of the nine, drawn the same way, when all nine qualify."""
+        Why it is the same choice. The first replica (no usable writer) when every cell with a
+        usable server has at least ``k`` usable environments: the general path's environment check
+        cannot bind, and it draws a cell uniformly among those that leave the round completable
+        (``_completable``), then a tenant and a server there. With the first replica in cell ``c``,
+        the cells of unused rows and columns are the 2x2 sub-grid ``_SUB[c]``. Replica 2 of 2: a
+        uniform cell of the sub-grid with a usable server (each with an environment other than the
+        first replica's, so the first cell drawn always has a tenant). Replica 2 of 3: the cells of
+        a diagonal whose two cells can get distinct environments (Hall's condition on each cell's
+        usable environments other than the first replica's: ``_allowed_envs`` of a cell no server
+        of the block is in), drawn uniformly; in the cell a tenant whose environment leaves the
+        diagonal partner one (checked only when a cell has fewer than two to spare, as there).
+        Replica 3: the partner, after the general path's ``draw.index(1)`` among its one open cell."""
         cs, active, tenv, stn = self._cell_servers, self._cell_env_active, self._tenant_env, self._server_tenant
         reason = ""
+        stop: tuple[list[int], str] | None = None  # what to hand the general path when the rest is not fast
         w = self._index.get(writer) if writer is not None else None
         if w is None or not self._usable[w]:
-            for c in range(N_CELLS):
-                if cs[c] <= 0 or len(active[c]) < replicas:
+            # First replica: k = replicas cells still to place in distinct rows and columns.
+            cands = [c for c in range(N_CELLS) if cs[c] > 0]
+            if len(cands) < 2:
+                return None
+            space = 0
+            for c in cands:
+                space |= _CELL_BIT[c]
+            first_ok: Callable[[int], bool] | None = None
+            if all(len(active[c]) >= replicas for c in cands):
+                good = [c for c in cands if _completable(space, _ROW_BIT[c], _COL_BIT[c], replicas - 1)]
+                if not good:
                     return None
+                c1 = good[draw.index(len(good))]
+            else:  # the general path's joint choice: a cell of a plan with distinct environments
+                envs_of = {c: None if len(active[c]) >= replicas else frozenset(active[c]) for c in cands}
+                plans = [p for p in _transversals(space, replicas) if _hall(tuple([envs_of[c] for c in p]))]
+                good = sorted({c for p in plans for c in p})
+                if not good:
+                    return None
+                c1 = good[draw.index(len(good))]
+                rests = [[envs_of[x] for x in p if x != c1] for p in plans if c1 in p]
+
+                def first_ok(e: int) -> bool:  # the general path's env_rule(c1)
+                    return any(_hall(tuple([a if a is None else a - {e} for a in rest])) for rest in rests)
             if writer is not None:
                 reason = f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
-            c = draw.index(N_CELLS)
-            w = self._pick_tenant(c, draw, (), ())
+            w = self._pick_tenant(c1, draw, (), (), first_ok)
             assert w is not None  # the cell has a usable server
-        else:
-            c = self._server_cell[w]
-            if c < 0:
-                return None
+            stop = ([w], reason)  # drawn: from here on the general path takes over with it
+        c = self._server_cell[w]
+        if c < 0:
+            return None
+        env_w = tenv[stn[w]]
         sub = _SUB[c]
-        for x in sub:
-            if cs[x] <= 0 or len(active[x]) < replicas:
-                return None
-        c2 = sub[draw.index(4)]
-        envs = (tenv[stn[w]],)
-        taken = (w,)
-        s2 = self._pick_tenant(c2, draw, envs, taken)
-        assert s2 is not None  # another environment of the cell has a usable server
+        cands = [x for x in sub if cs[x] > 0]
         if replicas == 2:
+            if not cands:
+                return stop
+            for x in cands:
+                if len(active[x]) - (env_w in active[x]) < 1:
+                    return stop  # a drawn cell could have no tenant: the general path retries
+            s2 = self._pick_tenant(cands[draw.index(len(cands))], draw, (env_w,), (w,))
+            assert s2 is not None
             return [w, s2], reason
+        if len(cands) < 2:
+            return stop
+        partner = _PARTNER[c]
+        # Each open cell's usable environments other than the first replica's (None: two or more).
+        allowed: dict[int, frozenset[int] | None] = {}
+        for x in cands:
+            rest = active[x].keys() - {env_w}
+            allowed[x] = None if len(rest) >= 2 else frozenset(rest)
+        if all(a is None for a in allowed.values()):
+            good = [x for x in cands if cs[partner[x]] > 0]
+        else:
+            good = [x for x in cands if partner[x] in allowed and _hall((allowed[x], allowed[partner[x]]))]
+        if not good:
+            return stop
+        c2 = good[draw.index(len(good))]
+        a3 = allowed[partner[c2]]
+        env_ok = None if a3 is None else (lambda e: len(a3) > 1 or e not in a3)
+        s2 = self._pick_tenant(c2, draw, (env_w,), (w,), env_ok)
+        assert s2 is not None  # a cell of a feasible diagonal has an environment that keeps it so
         draw.index(1)  # the general path's draw among the one open cell
-        s3 = self._pick_tenant(_PARTNER[c][c2], draw, (envs[0], tenv[stn[s2]]), (w, s2))
+        s3 = self._pick_tenant(partner[c2], draw, (env_w, tenv[stn[s2]]), (w, s2))
         assert s3 is not None
         return [w, s2, s3], reason
 
-    def _pick_tenant(self, c: int, draw: _Uniforms, envs: Collection[int], taken: Collection[int]) -> int | None:
-        """``_pick_tenant_server`` with the environment rule and nothing else (same draws)."""
+    def _pick_tenant(
+        self, c: int, draw: _Uniforms, envs: Collection[int], taken: Collection[int],
+        env_ok: Callable[[int], bool] | None = None,
+    ) -> int | None:
+        """``_pick_tenant_server`` without a tenant rule (same draws, same choice)."""
         pool = self._cell_pool[c]
         n = pool.n
         if n == 0:
@@ -624,7 +676,7 @@ class ReplicaPlacer(PlacerBase):
         items, tenv, pools, index = pool.items, self._tenant_env, self._tenant_pool, draw.index
         for _ in range(_TRIES):
             t = items[index(n)]
-            if tenv[t] in envs:
+            if tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
                 continue
             tp = pools[t]
             # pick_from(tp, draw, taken), its first draw inline (the tenant has a usable server)
@@ -637,7 +689,7 @@ class ReplicaPlacer(PlacerBase):
         start = index(n)
         for j in range(n):
             t = items[(start + j) % n]
-            if tenv[t] in envs:
+            if tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
                 continue
             s = pick_from(pools[t], draw, taken)
             if s is not None:
