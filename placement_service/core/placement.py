@@ -308,6 +308,10 @@ class ReplicaPlacer(PlacerBase):
         self._tenant_size = [float(len(m)) for m in members]
         # New blocks of 2-3 replicas take ``_place_fast`` when nothing but the grid decides.
         self._fast = self._busy_hours is None and self._cobusy is None and config.forget_every >= N_SIDE
+        # Its cell choices per state, kept while no tenant gains or loses its last usable server.
+        self._cells_version = 0
+        self._fast_at = 0
+        self._fast_plans: dict[tuple[int, ...], _FastCells | None] = {}
         self._init_usable()
 
     def reset_server(self, server: str) -> None:
@@ -347,6 +351,7 @@ class ReplicaPlacer(PlacerBase):
                 self._cell_pool[c].activate(t)
                 self._cell_arr[c] = None
                 if tpool.n == 1:
+                    self._cells_version += 1
                     active = self._cell_env_active[c]
                     e = self._tenant_env[t]
                     active[e] = active.get(e, 0) + 1
@@ -355,6 +360,7 @@ class ReplicaPlacer(PlacerBase):
             if c >= 0:
                 self._cell_servers[c] -= 1
                 if tpool.n == 0:
+                    self._cells_version += 1
                     self._cell_pool[c].deactivate(t)
                     self._cell_arr[c] = None
                     active = self._cell_env_active[c]
@@ -591,57 +597,85 @@ class ReplicaPlacer(PlacerBase):
         of the block is in), drawn uniformly; in the cell a tenant whose environment leaves the
         diagonal partner one (checked only when a cell has fewer than two to spare, as there).
         Replica 3: the partner, after the general path's ``draw.index(1)`` among its one open cell."""
-        cs, active, tenv, stn = self._cell_servers, self._cell_env_active, self._tenant_env, self._server_tenant
+        if self._fast_at != self._cells_version:  # a tenant gained or lost its last usable server
+            self._fast_plans.clear()
+            self._fast_at = self._cells_version
+        plans = self._fast_plans
         reason = ""
         stop: tuple[list[int], str] | None = None  # what to hand the general path when the rest is not fast
         w = self._index.get(writer) if writer is not None else None
         if w is None or not self._usable[w]:
-            # First replica: k = replicas cells still to place in distinct rows and columns.
-            cands = [c for c in range(N_CELLS) if cs[c] > 0]
-            if len(cands) < 2:
+            key1 = (replicas,)
+            first = plans[key1] if key1 in plans else plans.setdefault(key1, self._first_cells(replicas))
+            if first is None:
                 return None
-            space = 0
-            for c in cands:
-                space |= _CELL_BIT[c]
-            first_ok: Callable[[int], bool] | None = None
-            if all(len(active[c]) >= replicas for c in cands):
-                good = [c for c in cands if _completable(space, _ROW_BIT[c], _COL_BIT[c], replicas - 1)]
-                if not good:
-                    return None
-                c1 = good[draw.index(len(good))]
-            else:  # the general path's joint choice: a cell of a plan with distinct environments
-                envs_of = {c: None if len(active[c]) >= replicas else frozenset(active[c]) for c in cands}
-                plans = [p for p in _transversals(space, replicas) if _hall(tuple([envs_of[c] for c in p]))]
-                good = sorted({c for p in plans for c in p})
-                if not good:
-                    return None
-                c1 = good[draw.index(len(good))]
-                rests = [[envs_of[x] for x in p if x != c1] for p in plans if c1 in p]
-
-                def first_ok(e: int) -> bool:  # the general path's env_rule(c1)
-                    return any(_hall(tuple([a if a is None else a - {e} for a in rest])) for rest in rests)
+            good, rules = first
+            c1 = good[draw.index(len(good))]
             if writer is not None:
                 reason = f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
-            w = self._pick_tenant(c1, draw, (), (), first_ok)
+            w = self._pick_tenant(c1, draw, (), (), rules[c1] if rules is not None else None)
             assert w is not None  # the cell has a usable server
             stop = ([w], reason)  # drawn: from here on the general path takes over with it
         c = self._server_cell[w]
         if c < 0:
             return None
+        tenv, stn = self._tenant_env, self._server_tenant
         env_w = tenv[stn[w]]
-        sub = _SUB[c]
-        cands = [x for x in sub if cs[x] > 0]
-        if replicas == 2:
-            if not cands:
-                return stop
-            for x in cands:
-                if len(active[x]) - (env_w in active[x]) < 1:
-                    return stop  # a drawn cell could have no tenant: the general path retries
-            s2 = self._pick_tenant(cands[draw.index(len(cands))], draw, (env_w,), (w,))
-            assert s2 is not None
-            return [w, s2], reason
-        if len(cands) < 2:
+        key2 = (c, env_w, replicas)
+        second = plans[key2] if key2 in plans else plans.setdefault(key2, self._second_cells(c, env_w, replicas))
+        if second is None:
             return stop
+        good, rules = second
+        c2 = good[draw.index(len(good))]
+        s2 = self._pick_tenant(c2, draw, (env_w,), (w,), rules[c2] if rules is not None else None)
+        assert s2 is not None  # a cell of a feasible diagonal has an environment that keeps it so
+        if replicas == 2:
+            return [w, s2], reason
+        draw.index(1)  # the general path's draw among the one open cell
+        s3 = self._pick_tenant(_PARTNER[c][c2], draw, (env_w, tenv[stn[s2]]), (w, s2))
+        assert s3 is not None
+        return [w, s2, s3], reason
+
+    def _first_cells(self, replicas: int) -> _FastCells | None:
+        """The cells the general path draws a block's first replica from (no usable writer), and
+        each one's environment rule (None: no rule binds); None when that choice is not certain to
+        succeed (fewer than two cells with a usable server, no completable cell)."""
+        cs, active = self._cell_servers, self._cell_env_active
+        cands = [c for c in range(N_CELLS) if cs[c] > 0]
+        if len(cands) < 2:
+            return None
+        space = 0
+        for c in cands:
+            space |= _CELL_BIT[c]
+        if all(len(active[c]) >= replicas for c in cands):  # no environment check can bind
+            good = [c for c in cands if _completable(space, _ROW_BIT[c], _COL_BIT[c], replicas - 1)]
+            return (good, None) if good else None
+        # The joint choice: a cell of a plan (cells in distinct rows and columns) with distinct
+        # environments, and in it an environment that leaves the rest of some plan feasible.
+        envs_of = {c: None if len(active[c]) >= replicas else frozenset(active[c]) for c in cands}
+        plans = [p for p in _transversals(space, replicas) if _hall(tuple([envs_of[c] for c in p]))]
+        good = sorted({c for p in plans for c in p})
+        if not good:
+            return None
+        rules: dict[int, Callable[[int], bool] | None] = {}
+        for c in good:
+            rests = [[envs_of[x] for x in p if x != c] for p in plans if c in p]
+            rules[c] = _env_rule(rests)
+        return good, rules
+
+    def _second_cells(self, c: int, env_w: int, replicas: int) -> _FastCells | None:
+        """The cells the general path draws replica 2 from, the first replica in cell ``c`` with
+        environment ``env_w``, and each one's environment rule; None when not certain to succeed
+        (the general path would retry or relax)."""
+        cs, active = self._cell_servers, self._cell_env_active
+        cands = [x for x in _SUB[c] if cs[x] > 0]
+        if replicas == 2:
+            # One replica left: a uniform cell of the sub-grid, each with an environment to give.
+            if not cands or any(len(active[x]) - (env_w in active[x]) < 1 for x in cands):
+                return None
+            return cands, None
+        if len(cands) < 2:
+            return None
         partner = _PARTNER[c]
         # Each open cell's usable environments other than the first replica's (None: two or more).
         allowed: dict[int, frozenset[int] | None] = {}
@@ -650,19 +684,11 @@ class ReplicaPlacer(PlacerBase):
             allowed[x] = None if len(rest) >= 2 else frozenset(rest)
         if all(a is None for a in allowed.values()):
             good = [x for x in cands if cs[partner[x]] > 0]
-        else:
-            good = [x for x in cands if partner[x] in allowed and _hall((allowed[x], allowed[partner[x]]))]
+            return (good, None) if good else None
+        good = [x for x in cands if partner[x] in allowed and _hall((allowed[x], allowed[partner[x]]))]
         if not good:
-            return stop
-        c2 = good[draw.index(len(good))]
-        a3 = allowed[partner[c2]]
-        env_ok = None if a3 is None else (lambda e: len(a3) > 1 or e not in a3)
-        s2 = self._pick_tenant(c2, draw, (env_w,), (w,), env_ok)
-        assert s2 is not None  # a cell of a feasible diagonal has an environment that keeps it so
-        draw.index(1)  # the general path's draw among the one open cell
-        s3 = self._pick_tenant(partner[c2], draw, (env_w, tenv[stn[s2]]), (w, s2))
-        assert s3 is not None
-        return [w, s2, s3], reason
+            return None
+        return good, {x: _env_rule([[allowed[partner[x]]]]) for x in good}
 
     def _pick_tenant(
         self, c: int, draw: _Uniforms, envs: Collection[int], taken: Collection[int],
@@ -1000,6 +1026,23 @@ class _Block:
         self.prefer = False  # pick only tenants whose busy hours miss ``busy``
         self.tenants: list[int] = []  # distinct tenants of the block's replicas so far
         self.target = 0.0  # co-busy risk target of this call (0: the lowest estimate)
+
+
+_FastCells = tuple[list[int], dict[int, Callable[[int], bool] | None] | None]
+"""The cells the fast path draws from, and each one's environment rule (None: none binds)."""
+
+
+def _env_rule(rests: list[list[frozenset[int] | None]]) -> Callable[[int], bool] | None:
+    """The general path's ``env_rule``: environment ``e`` is allowed when the rest of some plan
+    (each entry: the allowed environments of its cells) can still get distinct ones without it.
+    None when every environment is (a rest of one cell with two or more)."""
+    if all(len(rest) == 1 and rest[0] is None for rest in rests):
+        return None
+
+    def ok(e: int) -> bool:
+        return any(_hall(tuple([a if a is None else a - {e} for a in rest])) for rest in rests)
+
+    return ok
 
 
 def _pick_from_rest(pool: _Pool, draw: _Uniforms, taken: Collection[int]) -> int | None:
