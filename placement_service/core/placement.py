@@ -308,10 +308,12 @@ class ReplicaPlacer(PlacerBase):
         self._tenant_size = [float(len(m)) for m in members]
         # New blocks of 2-3 replicas take ``_place_fast`` when nothing but the grid decides.
         self._fast = self._busy_hours is None and self._cobusy is None and config.forget_every >= N_SIDE
-        # Its cell choices per state, kept while no tenant gains or loses its last usable server.
-        self._cells_version = 0
-        self._fast_at = 0
-        self._fast_plans: dict[tuple[int, ...], _FastCells | None] = {}
+        # Its cell choices, kept while no tenant of the cells they read gains or loses its last
+        # usable server (``_cell_changed``): first replicas per replica count, replica 2 per
+        # (first replica's cell, its environment, replica count), and which of those read each cell.
+        self._fast_first: dict[int, _FastCells | None] = {}
+        self._fast_second: dict[tuple[int, int, int], _FastCells | None] = {}
+        self._fast_deps: list[set[tuple[int, int, int]]] = [set() for _ in range(N_CELLS)]
         self._init_usable()
 
     def reset_server(self, server: str) -> None:
@@ -351,7 +353,7 @@ class ReplicaPlacer(PlacerBase):
                 self._cell_pool[c].activate(t)
                 self._cell_arr[c] = None
                 if tpool.n == 1:
-                    self._cells_version += 1
+                    self._cell_changed(c)
                     active = self._cell_env_active[c]
                     e = self._tenant_env[t]
                     active[e] = active.get(e, 0) + 1
@@ -360,7 +362,7 @@ class ReplicaPlacer(PlacerBase):
             if c >= 0:
                 self._cell_servers[c] -= 1
                 if tpool.n == 0:
-                    self._cells_version += 1
+                    self._cell_changed(c)
                     self._cell_pool[c].deactivate(t)
                     self._cell_arr[c] = None
                     active = self._cell_env_active[c]
@@ -369,6 +371,15 @@ class ReplicaPlacer(PlacerBase):
                         del active[e]
                     else:
                         active[e] -= 1
+
+    def _cell_changed(self, c: int) -> None:
+        """A tenant of cell ``c`` gained or lost its last usable server: forget the fast path's
+        cell choices that read the cell."""
+        self._fast_first.clear()
+        seconds = self._fast_second
+        for key in self._fast_deps[c]:
+            seconds.pop(key, None)
+        self._fast_deps[c].clear()
 
     @property
     def new_block_target(self) -> float:
@@ -597,16 +608,12 @@ class ReplicaPlacer(PlacerBase):
         of the block is in), drawn uniformly; in the cell a tenant whose environment leaves the
         diagonal partner one (checked only when a cell has fewer than two to spare, as there).
         Replica 3: the partner, after the general path's ``draw.index(1)`` among its one open cell."""
-        if self._fast_at != self._cells_version:  # a tenant gained or lost its last usable server
-            self._fast_plans.clear()
-            self._fast_at = self._cells_version
-        plans = self._fast_plans
         reason = ""
         stop: tuple[list[int], str] | None = None  # what to hand the general path when the rest is not fast
         w = self._index.get(writer) if writer is not None else None
         if w is None or not self._usable[w]:
-            key1 = (replicas,)
-            first = plans[key1] if key1 in plans else plans.setdefault(key1, self._first_cells(replicas))
+            firsts = self._fast_first
+            first = firsts[replicas] if replicas in firsts else firsts.setdefault(replicas, self._first_cells(replicas))
             if first is None:
                 return None
             good, rules = first
@@ -621,8 +628,14 @@ class ReplicaPlacer(PlacerBase):
             return None
         tenv, stn = self._tenant_env, self._server_tenant
         env_w = tenv[stn[w]]
-        key2 = (c, env_w, replicas)
-        second = plans[key2] if key2 in plans else plans.setdefault(key2, self._second_cells(c, env_w, replicas))
+        key = (c, env_w, replicas)
+        seconds = self._fast_second
+        if key in seconds:
+            second = seconds[key]
+        else:
+            second = seconds[key] = self._second_cells(c, env_w, replicas)
+            for x in _SUB[c]:
+                self._fast_deps[x].add(key)
         if second is None:
             return stop
         good, rules = second
