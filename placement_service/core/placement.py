@@ -628,7 +628,15 @@ class ReplicaPlacer(PlacerBase):
             return None
         tenv, stn = self._tenant_env, self._server_tenant
         env_w = tenv[stn[w]]
-        key = (c, env_w, replicas)
+        # Only a cell with at most two usable environments can depend on the first replica's one:
+        # for any other environment the choice is the same, so it shares one entry (-1).
+        active = self._cell_env_active
+        ekey = -1
+        for x in _SUB[c]:
+            if len(active[x]) <= 2 and env_w in active[x]:
+                ekey = env_w
+                break
+        key = (c, ekey, replicas)
         seconds = self._fast_second
         if key in seconds:
             second = seconds[key]
