@@ -39,7 +39,9 @@ usable servers than replicas raises :class:`PlacementError` in both modes.
 
 Speed: per-tenant and per-cell free lists with swap-remove (O(1) updates when a server fills up,
 turns busy or gets space back), rejection sampling inside them, and uniforms drawn in small batches:
-no step scans all servers.
+no step scans all servers. A new block of 2-3 replicas (nothing excluded or held, no busy-hour or
+co-busy preference) takes ``_place_fast``: the same draws and choices from cell lists kept per grid
+state (docs/policy.md, "One block at a time").
 """
 
 from __future__ import annotations
