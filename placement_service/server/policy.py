@@ -277,6 +277,21 @@ class PolicyView:
         # default partition, where idle non-exclusive class nodes take its containers.
         return JobDecision(selection, self.cfg.multi_class_queue, "", why)
 
+    def buckets(self) -> list[float]:
+        """The block-size buckets (MiB) this view has built placers for."""
+        with self._lock:
+            return list(self._placers)
+
+    def prebuild(self, buckets: Iterable[float]) -> None:
+        """Build the placers of ``buckets`` now (before the view is published), so that the first
+        decision of each bucket after a rebuild does not build one on the request path: ~50-100 ms
+        for 15,000 nodes, every call behind it queued (the tail after each re-clustering)."""
+        if self.placer is None:
+            return
+        with self._lock:
+            for block_mb in buckets:
+                self._placer_for_bucket(block_mb)
+
     def _placer_for_bucket(self, block_mb: float) -> ReplicaPlacer:
         """Under ``_lock``: the placer of one block-size bucket, built on first use."""
         placer = self._placers.get(block_mb)
