@@ -316,6 +316,7 @@ class ReplicaPlacer(PlacerBase):
         self._fast_first: dict[int, _FastCells | None] = {}
         self._fast_second: dict[tuple[int, int, int], _FastCells | None] = {}
         self._fast_deps: list[set[tuple[int, int, int]]] = [set() for _ in range(N_CELLS)]
+        self._fast_small: dict[int, frozenset[int]] = {}  # per cell: environments of its sub-grid's small cells
         self._init_usable()
 
     def reset_server(self, server: str) -> None:
@@ -378,6 +379,8 @@ class ReplicaPlacer(PlacerBase):
         """A tenant of cell ``c`` gained or lost its last usable server: forget the fast path's
         cell choices that read the cell."""
         self._fast_first.clear()
+        for x in _SUB[c]:  # the cells whose sub-grid holds c (the relation is symmetric)
+            self._fast_small.pop(x, None)
         seconds = self._fast_second
         for key in self._fast_deps[c]:
             seconds.pop(key, None)
@@ -632,13 +635,11 @@ class ReplicaPlacer(PlacerBase):
         env_w = tenv[stn[w]]
         # Only a cell with at most two usable environments can depend on the first replica's one:
         # for any other environment the choice is the same, so it shares one entry (-1).
-        active = self._cell_env_active
-        ekey = -1
-        for x in _SUB[c]:
-            if len(active[x]) <= 2 and env_w in active[x]:
-                ekey = env_w
-                break
-        key = (c, ekey, replicas)
+        small = self._fast_small.get(c)
+        if small is None:
+            active = self._cell_env_active
+            small = self._fast_small[c] = frozenset([e for x in _SUB[c] if len(active[x]) <= 2 for e in active[x]])
+        key = (c, env_w if env_w in small else -1, replicas)
         seconds = self._fast_second
         if key in seconds:
             second = seconds[key]
@@ -717,22 +718,38 @@ class ReplicaPlacer(PlacerBase):
         self, c: int, draw: _Uniforms, envs: Collection[int], taken: Collection[int],
         env_ok: Callable[[int], bool] | None = None,
     ) -> int | None:
-        """``_pick_tenant_server`` without a tenant rule (same draws, same choice)."""
+        """``_pick_tenant_server`` without a tenant rule (same draws, same choice); the first try
+        inline (it succeeds for almost every block)."""
         pool = self._cell_pool[c]
         n = pool.n
         if n == 0:
             return None
-        items, tenv, pools, index = pool.items, self._tenant_env, self._tenant_pool, draw.index
-        for _ in range(_TRIES):
-            t = items[index(n)]
-            if tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
-                continue
-            tp = pools[t]
+        index = draw.index
+        t = pool.items[index(n)]
+        e = self._tenant_env[t]
+        if e not in envs and (env_ok is None or env_ok(e)):
+            tp = self._tenant_pool[t]
             # pick_from(tp, draw, taken), its first draw inline (the tenant has a usable server)
             first: int = tp.items[index(tp.n)]
             if first not in taken:
                 return first
             s = _pick_from_rest(tp, draw, taken)
+            if s is not None:
+                return s
+        return self._pick_tenant_rest(pool, draw, envs, taken, env_ok)
+
+    def _pick_tenant_rest(
+        self, pool: _Pool, draw: _Uniforms, envs: Collection[int], taken: Collection[int],
+        env_ok: Callable[[int], bool] | None,
+    ) -> int | None:
+        """``_pick_tenant`` after its first try missed: the other tries, then the scan."""
+        n = pool.n
+        items, tenv, pools, index = pool.items, self._tenant_env, self._tenant_pool, draw.index
+        for _ in range(_TRIES - 1):
+            t = items[index(n)]
+            if tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
+                continue
+            s = pick_from(pools[t], draw, taken)
             if s is not None:
                 return s
         start = index(n)
