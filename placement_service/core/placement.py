@@ -625,7 +625,7 @@ class ReplicaPlacer(PlacerBase):
             c1 = good[draw.index(len(good))]
             if writer is not None:
                 reason = f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
-            w = self._pick_tenant(c1, draw, (), (), rules[c1] if rules is not None else None)
+            w = self._pick_tenant(c1, draw, (), (), rules[c1] if rules is not None else _NONE)
             assert w is not None  # the cell has a usable server
             stop = ([w], reason)  # drawn: from here on the general path takes over with it
         c = self._server_cell[w]
@@ -651,7 +651,7 @@ class ReplicaPlacer(PlacerBase):
             return stop
         good, rules = second
         c2 = good[draw.index(len(good))]
-        s2 = self._pick_tenant(c2, draw, (env_w,), (w,), rules[c2] if rules is not None else None)
+        s2 = self._pick_tenant(c2, draw, (env_w,), (w,), rules[c2] if rules is not None else _NONE)
         assert s2 is not None  # a cell of a feasible diagonal has an environment that keeps it so
         if replicas == 2:
             return [w, s2], reason
@@ -681,10 +681,10 @@ class ReplicaPlacer(PlacerBase):
         good = sorted({c for p in plans for c in p})
         if not good:
             return None
-        rules: dict[int, Callable[[int], bool] | None] = {}
+        rules: dict[int, frozenset[int]] = {}
         for c in good:
             rests = [[envs_of[x] for x in p if x != c] for p in plans if c in p]
-            rules[c] = _env_rule(rests)
+            rules[c] = _env_forbidden(rests)
         return good, rules
 
     def _second_cells(self, c: int, env_w: int, replicas: int) -> _FastCells | None:
@@ -712,14 +712,15 @@ class ReplicaPlacer(PlacerBase):
         good = [x for x in cands if partner[x] in allowed and _hall((allowed[x], allowed[partner[x]]))]
         if not good:
             return None
-        return good, {x: _env_rule([[allowed[partner[x]]]]) for x in good}
+        return good, {x: _env_forbidden([[allowed[partner[x]]]]) for x in good}
 
     def _pick_tenant(
         self, c: int, draw: _Uniforms, envs: Collection[int], taken: Collection[int],
-        env_ok: Callable[[int], bool] | None = None,
+        forbidden: Collection[int] = (),
     ) -> int | None:
-        """``_pick_tenant_server`` without a tenant rule (same draws, same choice); the first try
-        inline (it succeeds for almost every block)."""
+        """``_pick_tenant_server`` without a tenant rule, its environment rule given as the
+        environments it refuses (same draws, same choice); the first try inline (it succeeds for
+        almost every block)."""
         pool = self._cell_pool[c]
         n = pool.n
         if n == 0:
@@ -727,7 +728,7 @@ class ReplicaPlacer(PlacerBase):
         index = draw.index
         t = pool.items[index(n)]
         e = self._tenant_env[t]
-        if e not in envs and (env_ok is None or env_ok(e)):
+        if e not in envs and e not in forbidden:
             tp = self._tenant_pool[t]
             # pick_from(tp, draw, taken), its first draw inline (the tenant has a usable server)
             first: int = tp.items[index(tp.n)]
@@ -736,18 +737,18 @@ class ReplicaPlacer(PlacerBase):
             s = _pick_from_rest(tp, draw, taken)
             if s is not None:
                 return s
-        return self._pick_tenant_rest(pool, draw, envs, taken, env_ok)
+        return self._pick_tenant_rest(pool, draw, envs, taken, forbidden)
 
     def _pick_tenant_rest(
         self, pool: _Pool, draw: _Uniforms, envs: Collection[int], taken: Collection[int],
-        env_ok: Callable[[int], bool] | None,
+        forbidden: Collection[int],
     ) -> int | None:
         """``_pick_tenant`` after its first try missed: the other tries, then the scan."""
         n = pool.n
         items, tenv, pools, index = pool.items, self._tenant_env, self._tenant_pool, draw.index
         for _ in range(_TRIES - 1):
             t = items[index(n)]
-            if tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
+            if tenv[t] in envs or tenv[t] in forbidden:
                 continue
             s = pick_from(pools[t], draw, taken)
             if s is not None:
@@ -755,7 +756,7 @@ class ReplicaPlacer(PlacerBase):
         start = index(n)
         for j in range(n):
             t = items[(start + j) % n]
-            if tenv[t] in envs or env_ok is not None and not env_ok(tenv[t]):
+            if tenv[t] in envs or tenv[t] in forbidden:
                 continue
             s = pick_from(pools[t], draw, taken)
             if s is not None:
@@ -1068,21 +1069,20 @@ class _Block:
         self.target = 0.0  # co-busy risk target of this call (0: the lowest estimate)
 
 
-_FastCells = tuple[list[int], dict[int, Callable[[int], bool] | None] | None]
-"""The cells the fast path draws from, and each one's environment rule (None: none binds)."""
+_FastCells = tuple[list[int], dict[int, frozenset[int]] | None]
+"""The cells the fast path draws from, and per cell the environments its rule refuses (None: none)."""
+_NONE: frozenset[int] = frozenset()
 
 
-def _env_rule(rests: list[list[frozenset[int] | None]]) -> Callable[[int], bool] | None:
-    """The general path's ``env_rule``: environment ``e`` is allowed when the rest of some plan
-    (each entry: the allowed environments of its cells) can still get distinct ones without it.
-    None when every environment is (a rest of one cell with two or more)."""
-    if all(len(rest) == 1 and rest[0] is None for rest in rests):
-        return None
-
-    def ok(e: int) -> bool:
-        return any(_hall(tuple([a if a is None else a - {e} for a in rest])) for rest in rests)
-
-    return ok
+def _env_forbidden(rests: list[list[frozenset[int] | None]]) -> frozenset[int]:
+    """The environments the general path's ``env_rule`` refuses: ``e`` is allowed when the rest of
+    some plan (each entry: the allowed environments of its cells) can still get distinct ones
+    without it. Each rest comes from a feasible plan, so it is feasible as it is: only an
+    environment one of its cells allows can be refused."""
+    named = {e for rest in rests for a in rest if a is not None for e in a}
+    return frozenset(
+        e for e in named if not any(_hall(tuple([a if a is None else a - {e} for a in rest])) for rest in rests)
+    )
 
 
 def _pick_from_rest(pool: _Pool, draw: _Uniforms, taken: Collection[int]) -> int | None:
