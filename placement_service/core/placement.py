@@ -528,7 +528,9 @@ class ReplicaPlacer(PlacerBase):
                     if free[i] < block:
                         self._update(i)
                 names = self.inventory.server
-                return PlacementResult(tuple([names[i] for i in chosen]), False, reason)
+                if replicas == 3:
+                    return PlacementResult((names[chosen[0]], names[chosen[1]], names[chosen[2]]), False, reason)
+                return PlacementResult((names[chosen[0]], names[chosen[1]]), False, reason)
         taken, holders = self._prepare(replicas, excluded, existing)
         if draw is None:
             draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
@@ -655,7 +657,10 @@ class ReplicaPlacer(PlacerBase):
         assert s2 is not None  # a cell of a feasible diagonal has an environment that keeps it so
         if replicas == 2:
             return [w, s2], reason
-        draw.index(1)  # the general path's draw among the one open cell
+        if draw.i < len(draw.buf):  # the general path's draw among the one open cell (draw.index(1))
+            draw.i += 1
+        else:
+            draw.index(1)
         s3 = self._pick_tenant(_PARTNER[c][c2], draw, (env_w, tenv[stn[s2]]), (w, s2))
         assert s3 is not None
         return [w, s2, s3], reason
