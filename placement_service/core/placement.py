@@ -730,18 +730,32 @@ class ReplicaPlacer(PlacerBase):
         n = pool.n
         if n == 0:
             return None
-        index = draw.index
-        t = pool.items[index(n)]
+        buf, i = draw.buf, draw.i
+        if i + 1 >= len(buf):  # a refill may come between the two draws: draw.index does it
+            t = pool.items[draw.index(n)]
+            e = self._tenant_env[t]
+            if e not in envs and e not in forbidden:
+                s = pick_from(self._tenant_pool[t], draw, taken)
+                if s is not None:
+                    return s
+            return self._pick_tenant_rest(pool, draw, envs, taken, forbidden)
+        # draw.index(n) inline: a tenant; then pick_from's first draw: one of its usable servers
+        k = int(buf[i] * n)
+        t = pool.items[k if k < n else n - 1]
         e = self._tenant_env[t]
         if e not in envs and e not in forbidden:
             tp = self._tenant_pool[t]
-            # pick_from(tp, draw, taken), its first draw inline (the tenant has a usable server)
-            first: int = tp.items[index(tp.n)]
+            m = tp.n
+            k = int(buf[i + 1] * m)
+            draw.i = i + 2
+            first: int = tp.items[k if k < m else m - 1]
             if first not in taken:
                 return first
             s = _pick_from_rest(tp, draw, taken)
             if s is not None:
                 return s
+        else:
+            draw.i = i + 1
         return self._pick_tenant_rest(pool, draw, envs, taken, forbidden)
 
     def _pick_tenant_rest(
