@@ -18,6 +18,7 @@ view serializes its decisions with its own lock (decisions take microseconds).
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import threading
@@ -297,14 +298,25 @@ class PolicyView:
         placer = self._placers.get(block_mb)
         if placer is None:
             assert self.placer is not None
-            built = self._make_placer(block_mb) if self._make_placer is not None else None
-            if built is None:
-                built = self.placer  # no factory (tests): the default bucket serves every size
-            else:
-                for node, busy in self._busy.items():
-                    built.set_busy(node, busy)
-                for node, free_gb in self._free_gb.items():
-                    _set_free_mb(built, node, free_gb * 1024.0)
+            # Built like a view (service.refresh_policy): the collector off during the burst of
+            # allocations, the placer's ~100k long-lived objects frozen after it, so that later
+            # collections on the request path do not walk them (10-50 ms pauses until the next
+            # compaction tick froze them).
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                built = self._make_placer(block_mb) if self._make_placer is not None else None
+                if built is None:
+                    built = self.placer  # no factory (tests): the default bucket serves every size
+                else:
+                    for node, busy in self._busy.items():
+                        built.set_busy(node, busy)
+                    for node, free_gb in self._free_gb.items():
+                        _set_free_mb(built, node, free_gb * 1024.0)
+                gc.freeze()
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
             placer = self._placers[block_mb] = built
         return placer
 

@@ -4,6 +4,7 @@ the request path (~50-100 ms at 15,000 nodes, every call behind it queued)."""
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,3 +51,16 @@ def test_a_rebuilt_view_has_the_placers_of_the_buckets_served_before(service: Pl
     assert decision.block_mb == 128.0 and decision.targets[0] == "e-0"
     assert new._placers[128.0] is placers[128.0]  # served by the placer built with the view
     assert "e-0" in new.placer_nodes and new._placers[128.0].is_usable("e-0")
+
+
+def test_a_placer_built_on_a_request_is_kept_out_of_later_collections(service: PlacementService) -> None:
+    try:
+        service.place("a-0", 2, [], 64 << 20)  # a bucket no view built: built on this request
+        placer = service.policy._placers[64.0]
+        pool = placer._tenant_pool[0]  # one of the placer's long-lived objects
+        assert gc.is_tracked(pool)
+        tracked = {id(o) for o in gc.get_objects()}  # every generation the collector walks
+        assert id(pool) not in tracked  # frozen: no collection on the request path walks it
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
