@@ -742,10 +742,7 @@ class PlacementService:
             if selection != self._selection:
                 old.set_selection(selection)
                 self._selection, self._selection_source = selection, selection_source
-            # A pass over every node's report (~10-20 ms of Python at 15,000 nodes): duty-cycled
-            # like a rebuild, or the gRPC loop queues behind it (HARVEST_STALL_TRACE showed 45-65 ms).
-            with duty_cycle(*(REBUILD_DUTY_CYCLE if background else (0.0, 0.0))):
-                old.update_current(nodes, self.cfg.current_window_s)
+            old.update_current(nodes, self.cfg.current_window_s)
             return
         # The view is long-lived (~100k objects): build it with the collector off, so that the burst
         # of allocations cannot trigger a full collection (one uninterruptible pause of tens of ms),
