@@ -782,6 +782,7 @@ class PlacementService:
                     table=table, selection=selection,
                     elastic_nodes=self._lent_elastic(), cobusy=old.cobusy if doc is None else cobusy,
                 )
+                view.prebuild(old.buckets())  # not on the first request of each block size
             gc.freeze()
         finally:
             sys.setswitchinterval(switch_s)
