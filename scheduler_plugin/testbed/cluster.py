@@ -6,6 +6,8 @@ Python API (``tests/hadoop/conftest.py`` uses it; the CLI is a thin layer over i
                      overrides={("hdfs-site", "dfs.replication"): "2"}, classpath=["/x/shim.jar"])
     info = up(plan)            # -> the JSON object ``harvest hadoop up`` prints (below)
     status(Path("/tmp/c"))     # -> {"healthy": bool, "processes": [...], ...}
+    stop_daemon(Path("/tmp/c"), "worker2", "datanode")   # one daemon (SIGTERM; sig=SIGKILL for a crash)
+    start_daemon(Path("/tmp/c"), "worker2", "datanode")  # the same command again; returns the PID
     down(Path("/tmp/c"))       # stops every process ``up`` started (by PID) and removes the namespaces
 
 ``up`` returns (and the CLI prints)::
@@ -170,21 +172,28 @@ def _java_cmd(plan: Plan, host: HostPlan, role: str, args: list[str] = ()) -> li
 
 
 def _env(plan: Plan, host: HostPlan) -> dict[str, str]:
-    env = dict(os.environ)
+    """What a daemon's environment adds to ours (JAVA_HOME reaches the NodeManagers' containers)."""
+    env: dict[str, str] = {}
     env.update({"JAVA_HOME": java_home(), "HADOOP_CONF_DIR": str(plan.dir / "conf" / host.name),
                 "HADOOP_HOME": str(plan.layout.root), "HADOOP_MAPRED_HOME": str(plan.layout.root),
                 "HADOOP_LOG_DIR": str(plan.dir / "hosts" / host.name / "logs")})
     return env
 
 
-def _launch(plan: Plan, host: HostPlan, role: str) -> dict[str, Any]:
-    log_path = plan.dir / "hosts" / host.name / "logs" / f"{role}.log"
+def _spawn(cmd: list[str], env_extra: dict[str, str], cwd: str, log_path: str) -> int:
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(_java_cmd(plan, host, role), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, env=_env(plan, host), start_new_session=True,
-                                cwd=plan.dir / "hosts" / host.name)
-    return {"role": role, "host": host.name, "pid": proc.pid, "start_time": _proc_start_time(proc.pid),
-            "log": str(log_path)}
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, **env_extra}, start_new_session=True, cwd=cwd)
+    return proc.pid
+
+
+def _launch(plan: Plan, host: HostPlan, role: str) -> dict[str, Any]:
+    """Start one daemon; the record keeps its command so that ``start_daemon`` can start it again."""
+    log_path = str(plan.dir / "hosts" / host.name / "logs" / f"{role}.log")
+    cmd, env, cwd = _java_cmd(plan, host, role), _env(plan, host), str(plan.dir / "hosts" / host.name)
+    pid = _spawn(cmd, env, cwd, log_path)
+    return {"role": role, "host": host.name, "pid": pid, "start_time": _proc_start_time(pid), "log": log_path,
+            "cmd": cmd, "env": env, "cwd": cwd}
 
 
 def _tail(path: str | Path, lines: int = 15) -> str:
@@ -390,7 +399,7 @@ def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True) -
         fmt_log = plan.dir / "hosts" / "master" / "logs" / "namenode-format.log"
         with open(fmt_log, "wb") as log:
             rc = subprocess.run(_java_cmd(plan, plan.master, "namenode", ["-format", "-force", "-nonInteractive"]),
-                                stdout=log, stderr=subprocess.STDOUT, env=_env(plan, plan.master),
+                                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **_env(plan, plan.master)},
                                 stdin=subprocess.DEVNULL, check=False, timeout=timeout_s).returncode
         if rc != 0:
             raise ClusterError(f"NameNode format failed (exit {rc}); {fmt_log}:\n{_tail(fmt_log)}")
@@ -514,3 +523,42 @@ def status(directory: Path) -> dict[str, Any]:
     else:
         out["healthy"] = False
     return out
+
+
+def _find(state: dict[str, Any], host: str, role: str) -> dict[str, Any]:
+    for proc in state.get("processes", []):
+        if proc["host"] == host and proc["role"] == role:
+            return dict(proc)
+    raise ClusterError(f"no {role} on {host} in this cluster")
+
+
+def stop_daemon(directory: Path, host: str, role: str, *, sig: int = signal.SIGTERM, grace_s: float = 10.0) -> None:
+    """Stop one daemon (``role`` on ``host``, e.g. "datanode" on "worker2"); SIGKILL after ``grace_s``.
+    ``sig=signal.SIGKILL`` kills it at once, as a crash would."""
+    directory = directory.resolve()
+    state = _read_state(directory) or {}
+    proc = _find(state, host, role)
+    if not _alive(proc):
+        return
+    pids = [int(proc["pid"]), *_descendants(int(proc["pid"]))]
+    _signal(pids, sig)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and _alive(proc):
+        time.sleep(0.2)
+    _signal([pid for pid in pids if Path(f"/proc/{pid}").exists()], signal.SIGKILL)
+
+
+def start_daemon(directory: Path, host: str, role: str) -> int:
+    """Start a stopped daemon again with its recorded command (same configuration, data and log);
+    returns its new PID. Waiting for it to register is the caller's business (``status``)."""
+    directory = directory.resolve()
+    state = _read_state(directory) or {}
+    proc = _find(state, host, role)
+    if _alive(proc):
+        raise ClusterError(f"{role} on {host} is running (pid {proc['pid']})")
+    pid = _spawn(list(proc["cmd"]), dict(proc["env"]), str(proc["cwd"]), str(proc["log"]))
+    for rec in state["processes"]:
+        if rec["host"] == host and rec["role"] == role:
+            rec.update(pid=pid, start_time=_proc_start_time(pid))
+    atomic_write_json(directory / STATE_FILE, state)
+    return pid
