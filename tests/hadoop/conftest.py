@@ -364,7 +364,10 @@ def hadoop_cluster(hadoop_version: str) -> Iterator[HadoopCluster]:
         cluster = HadoopCluster(hadoop_version, info, plan.dir, service, inventory, shim_jar)
         report_nodes(cluster)
         sys.stderr.write(f"\nHadoop {hadoop_version}: healthy after {info['startup_s']} s in {plan.dir}\n")
+        began = time.monotonic()
         yield cluster
+        sys.stderr.write(f"\nHadoop {hadoop_version}: the tier's tests took {time.monotonic() - began:.0f} s after "
+                         f"start-up (load {os.getloadavg()[0]:.1f})\n")
     finally:
         service.stop()
         if started or (plan.dir / testbed.STATE_FILE).exists():
@@ -441,7 +444,8 @@ def write_verified_table(results: dict[tuple[str, str], str]) -> None:
            "suite runs (`scheduler_plugin/testbed/versions.py`): `pass`, `FAIL`, `FAIL (known bug)` (an",
            "expected failure; the test names the bug), `skip`, or `-` (not run).",
            "Jars from Maven Central, daemons on JDK "
-           f"{_java_version()}, one network namespace per worker host. Last update: {when}.", "",
+           f"{_java_version()}, each worker host in its own network namespace when run as root. Last update: {when}.",
+           "",
            "| feature | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
     for feature in sorted(table):
         out.append(f"| {feature} | " + " | ".join(table[feature].get(v, "-") for v in versions) + " |")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -39,6 +38,10 @@ def _cluster_labels(c: HadoopCluster) -> set[str]:
 def _node_labels(c: HadoopCluster) -> dict[str, set[str]]:
     nodes = (c.rm_get("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
     return {n["nodeHostName"]: set(n.get("nodeLabels") or []) for n in nodes}
+
+
+def _apps(c: HadoopCluster) -> list[dict[str, object]]:
+    return list((c.rm_get("/ws/v1/cluster/apps").get("apps") or {}).get("app") or [])
 
 
 def _queues(c: HadoopCluster) -> set[str]:
@@ -123,11 +126,12 @@ def test_the_generated_capacity_scheduler_loads(queues: HadoopCluster) -> None:
 def test_a_job_routed_to_a_class_queue_runs_only_on_that_partition(labelled: HadoopCluster) -> None:
     c = labelled
     _wait("the class queues", lambda: set(CLASS_IDS) <= _queues(c), 60)
-    done = c.run("hadoop", "sleep", "-Dmapreduce.job.queuename=periodic-0", "-m", "2", "-r", "0", "-mt", "500",
-                 timeout_s=600)
-    found = re.findall(r"application_\d+_\d+", done.stdout + done.stderr)
-    assert found, done.stderr[-3000:]
-    app = found[0]
+    before = {a["id"] for a in _apps(c)}
+    c.run("hadoop", "sleep", "-Dmapreduce.job.queuename=periodic-0", "-m", "2", "-r", "0", "-mt", "500",
+          timeout_s=600)
+    new = [a for a in _apps(c) if a["id"] not in before]
+    assert len(new) == 1, new
+    app = new[0]["id"]
     state = c.rm_get(f"/ws/v1/cluster/apps/{app}")["app"]
     assert state["finalStatus"] == "SUCCEEDED" and state["queue"].endswith("periodic-0"), state
     ran_on = {h["name"] for h in c.info["hosts"]
