@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import signal
 import socket
@@ -51,7 +50,7 @@ from typing import Any
 
 from placement_service import HarvestError
 from placement_service.atomic import atomic_write_json, atomic_write_text
-from scheduler_plugin.testbed import netns, siteconf
+from scheduler_plugin.testbed import clients, netns, procs, siteconf
 from scheduler_plugin.testbed.versions import (
     LOG4J,
     MAIN_CLASSES,
@@ -142,21 +141,6 @@ def make_plan(version: str, *, datanodes: int, nodemanagers: int, directory: Pat
 # ---------------------------------------------------------------- processes
 
 
-def _proc_start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks (field 22 of /proc/PID/stat), None if it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    if fields[0] in ("Z", "X"):  # exited, not yet reaped
-        return None
-    return int(fields[19])
-
-
-def _alive(proc: dict[str, Any]) -> bool:
-    return _proc_start_time(int(proc["pid"])) == proc.get("start_time")
-
-
 def _java_cmd(plan: Plan, host: HostPlan, role: str, args: list[str] = ()) -> list[str]:  # type: ignore[assignment]
     conf = plan.dir / "conf" / host.name
     logs = plan.dir / "hosts" / host.name / "logs"
@@ -180,66 +164,16 @@ def _env(plan: Plan, host: HostPlan) -> dict[str, str]:
     return env
 
 
-def _spawn(cmd: list[str], env_extra: dict[str, str], cwd: str, log_path: str) -> int:
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, **env_extra}, start_new_session=True, cwd=cwd)
-    return proc.pid
-
-
 def _launch(plan: Plan, host: HostPlan, role: str) -> dict[str, Any]:
     """Start one daemon; the record keeps its command so that ``start_daemon`` can start it again."""
     log_path = str(plan.dir / "hosts" / host.name / "logs" / f"{role}.log")
     cmd, env, cwd = _java_cmd(plan, host, role), _env(plan, host), str(plan.dir / "hosts" / host.name)
-    pid = _spawn(cmd, env, cwd, log_path)
-    return {"role": role, "host": host.name, "pid": pid, "start_time": _proc_start_time(pid), "log": log_path,
+    pid = procs.spawn(cmd, env, cwd, log_path)
+    return {"role": role, "host": host.name, "pid": pid, "start_time": procs.start_time(pid), "log": log_path,
             "cmd": cmd, "env": env, "cwd": cwd}
 
 
-def _tail(path: str | Path, lines: int = 15) -> str:
-    try:
-        text = Path(path).read_text(errors="replace").splitlines()
-    except OSError:
-        return "(no log)"
-    return "\n".join(text[-lines:])
-
-
 # ---------------------------------------------------------------- files
-
-
-CLIENT_COMMANDS = {
-    "hdfs": {"dfs": "org.apache.hadoop.fs.FsShell", "dfsadmin": "org.apache.hadoop.hdfs.tools.DFSAdmin",
-             "fsck": "org.apache.hadoop.hdfs.tools.DFSck", "getconf": "org.apache.hadoop.hdfs.tools.GetConf"},
-    "yarn": {"rmadmin": "org.apache.hadoop.yarn.client.cli.RMAdminCLI", "node": "org.apache.hadoop.yarn.client.cli.NodeCLI",
-             "application": "org.apache.hadoop.yarn.client.cli.ApplicationCLI!",
-             "applicationattempt": "org.apache.hadoop.yarn.client.cli.ApplicationCLI!",
-             "container": "org.apache.hadoop.yarn.client.cli.ApplicationCLI!",
-             "cluster": "org.apache.hadoop.yarn.client.cli.ClusterCLI", "jar": "org.apache.hadoop.util.RunJar"},
-    # sleep: MapReduce's sleep job (the jobclient tests jar is in lib/, so on every task's class path too).
-    "hadoop": {"fs": "org.apache.hadoop.fs.FsShell", "jar": "org.apache.hadoop.util.RunJar",
-               "sleep": "org.apache.hadoop.mapreduce.SleepJob"},
-    "mapred": {"job": "org.apache.hadoop.mapred.JobClient", "jar": "org.apache.hadoop.util.RunJar"},
-}
-
-
-def _client_script(plan: Plan, command: str) -> str:
-    conf = plan.dir / "conf" / "client"
-    cp = ":".join([str(conf), f"{plan.layout.lib}/*"])
-    opts = " ".join(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
-                     f"-Dlog4j.configuration=file:{conf / 'log4j.properties'}", *jvm_open_flags()])
-    cases = []
-    for sub, cls in CLIENT_COMMANDS[command].items():
-        keep = cls.endswith("!")  # the class takes the sub-command as its first argument
-        cases.append(f"  {sub}) cls={cls.rstrip('!')}; {'' if keep else 'shift; '};;")
-    return f"""#!/bin/sh
-# {command} for the cluster in {plan.dir} (Hadoop {plan.version}), written by harvest hadoop up.
-export HADOOP_CONF_DIR={shlex.quote(str(conf))} JAVA_HOME={shlex.quote(java_home())}
-case "$1" in
-{chr(10).join(cases)}
-  *) echo "{command}: sub-commands: {' '.join(CLIENT_COMMANDS[command])}" >&2; exit 2 ;;
-esac
-exec java {opts} -cp {shlex.quote(cp)} "$cls" "$@"
-"""
 
 
 def _write_files(plan: Plan) -> None:
@@ -255,9 +189,9 @@ def _write_files(plan: Plan) -> None:
             (plan.dir / "hosts" / host.name / "logs").mkdir(parents=True, exist_ok=True)
             (plan.dir / "hosts" / host.name / "data").mkdir(parents=True, exist_ok=True)
     (plan.dir / "bin").mkdir(exist_ok=True)
-    for command in CLIENT_COMMANDS:
+    for command in clients.CLIENT_COMMANDS:
         path = plan.dir / "bin" / command
-        atomic_write_text(path, _client_script(plan, command))
+        atomic_write_text(path, clients.client_script(plan, command))
         path.chmod(0o755)
 
 
@@ -365,7 +299,7 @@ def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True) -
     plan.dir.mkdir(parents=True, exist_ok=True)
     old = _read_state(plan.dir)
     if old is not None:
-        running = [p for p in old.get("processes", []) if _alive(p)]
+        running = [p for p in old.get("processes", []) if procs.alive(p)]
         if running:
             names = ", ".join(f"{p['role']}@{p['host']} (pid {p['pid']})" for p in running)
             raise ClusterError(f"{plan.dir} holds a running cluster ({names}); "
@@ -402,7 +336,7 @@ def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True) -
                                 stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **_env(plan, plan.master)},
                                 stdin=subprocess.DEVNULL, check=False, timeout=timeout_s).returncode
         if rc != 0:
-            raise ClusterError(f"NameNode format failed (exit {rc}); {fmt_log}:\n{_tail(fmt_log)}")
+            raise ClusterError(f"NameNode format failed (exit {rc}); {fmt_log}:\n{procs.tail(fmt_log)}")
         for role in ("namenode", "resourcemanager"):
             state["processes"].append(_launch(plan, plan.master, role))
             save()
@@ -415,10 +349,10 @@ def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True) -
         deadline = started + timeout_s
         last: dict[str, Any] = {}
         while True:
-            dead = [p for p in state["processes"] if not _alive(p)]
+            dead = [p for p in state["processes"] if not procs.alive(p)]
             if dead:
                 p = dead[0]
-                raise ClusterError(f"{p['role']} on {p['host']} exited during start-up; {p['log']}:\n{_tail(p['log'])}")
+                raise ClusterError(f"{p['role']} on {p['host']} exited during start-up; {p['log']}:\n{procs.tail(p['log'])}")
             last = probe(info)
             if _healthy(info, last):
                 break
@@ -444,33 +378,6 @@ def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True) -
     return info
 
 
-def _signal(pids: list[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-
-def _descendants(pid: int) -> list[int]:
-    """Children of ``pid``, recursively (e.g. a NodeManager's containers, which run in their own sessions)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def down(directory: Path, *, quiet: bool = False, grace_s: float = 10.0) -> dict[str, Any]:
     """Stop every process ``up`` recorded in ``directory`` (and their descendants, and anything left in
     the cluster's namespaces), then remove the namespaces, veths and bridge. Logs stay."""
@@ -478,21 +385,21 @@ def down(directory: Path, *, quiet: bool = False, grace_s: float = 10.0) -> dict
     state = _read_state(directory)
     if state is None:
         raise ClusterError(f"{directory}: no cluster here ({STATE_FILE} missing)")
-    ours = [p for p in state.get("processes", []) if _alive(p)]
+    ours = [p for p in state.get("processes", []) if procs.alive(p)]
     pids = [int(p["pid"]) for p in ours]
     for pid in list(pids):
-        pids.extend(_descendants(pid))
+        pids.extend(procs.descendants(pid))
     for ns in state.get("namespaces", []):
         pids.extend(netns.namespace_pids(ns) if netns.can_isolate() else [])
     pids = sorted(set(pids) - {os.getpid()})
     if pids and not quiet:
         _say(f"stopping {len(ours)} daemons ({len(pids)} processes)")
-    _signal(pids, signal.SIGTERM)
+    procs.send(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
         time.sleep(0.2)
     left = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-    _signal(left, signal.SIGKILL)
+    procs.send(left, signal.SIGKILL)
     errors: list[str] = []
     if state.get("namespaces") or state.get("bridge"):
         if netns.can_isolate():
@@ -513,13 +420,13 @@ def status(directory: Path) -> dict[str, Any]:
     state = _read_state(directory)
     if state is None:
         raise ClusterError(f"{directory}: no cluster here ({STATE_FILE} missing)")
-    procs = [{"role": p["role"], "host": p["host"], "pid": p["pid"], "alive": _alive(p), "log": p["log"]}
-             for p in state.get("processes", [])]
+    rows = [{"role": p["role"], "host": p["host"], "pid": p["pid"], "alive": procs.alive(p), "log": p["log"]}
+            for p in state.get("processes", [])]
     out: dict[str, Any] = {"dir": str(directory), "version": state.get("version"), "state": state.get("state"),
-                           "processes": procs}
+                           "processes": rows}
     if state.get("state") == "running":
         out.update(probe(state))
-        out["healthy"] = all(p["alive"] for p in procs) and _healthy(state, out)
+        out["healthy"] = all(p["alive"] for p in rows) and _healthy(state, out)
     else:
         out["healthy"] = False
     return out
@@ -538,14 +445,14 @@ def stop_daemon(directory: Path, host: str, role: str, *, sig: int = signal.SIGT
     directory = directory.resolve()
     state = _read_state(directory) or {}
     proc = _find(state, host, role)
-    if not _alive(proc):
+    if not procs.alive(proc):
         return
-    pids = [int(proc["pid"]), *_descendants(int(proc["pid"]))]
-    _signal(pids, sig)
+    pids = [int(proc["pid"]), *procs.descendants(int(proc["pid"]))]
+    procs.send(pids, sig)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _alive(proc):
+    while time.monotonic() < deadline and procs.alive(proc):
         time.sleep(0.2)
-    _signal([pid for pid in pids if Path(f"/proc/{pid}").exists()], signal.SIGKILL)
+    procs.send([pid for pid in pids if Path(f"/proc/{pid}").exists()], signal.SIGKILL)
 
 
 def start_daemon(directory: Path, host: str, role: str) -> int:
@@ -554,11 +461,11 @@ def start_daemon(directory: Path, host: str, role: str) -> int:
     directory = directory.resolve()
     state = _read_state(directory) or {}
     proc = _find(state, host, role)
-    if _alive(proc):
+    if procs.alive(proc):
         raise ClusterError(f"{role} on {host} is running (pid {proc['pid']})")
-    pid = _spawn(list(proc["cmd"]), dict(proc["env"]), str(proc["cwd"]), str(proc["log"]))
+    pid = procs.spawn(list(proc["cmd"]), dict(proc["env"]), str(proc["cwd"]), str(proc["log"]))
     for rec in state["processes"]:
         if rec["host"] == host and rec["role"] == role:
-            rec.update(pid=pid, start_time=_proc_start_time(pid))
+            rec.update(pid=pid, start_time=procs.start_time(pid))
     atomic_write_json(directory / STATE_FILE, state)
     return pid

@@ -11,7 +11,7 @@ import pytest
 
 from placement_service.cli import main
 from scheduler_plugin.testbed import cluster as testbed
-from scheduler_plugin.testbed import siteconf
+from scheduler_plugin.testbed import procs, siteconf
 from scheduler_plugin.testbed.versions import VERSIONS, resolve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def test_an_override_of_an_unknown_file_is_refused(tmp_path: Path) -> None:
 def test_up_refuses_a_directory_holding_a_running_cluster(tmp_path: Path) -> None:
     plan = _plan(tmp_path)
     plan.dir.mkdir(parents=True)
-    me = {"role": "namenode", "host": "master", "pid": os.getpid(), "start_time": testbed._proc_start_time(os.getpid()),
+    me = {"role": "namenode", "host": "master", "pid": os.getpid(), "start_time": procs.start_time(os.getpid()),
           "log": "x"}
     (plan.dir / testbed.STATE_FILE).write_text(json.dumps({"processes": [me]}))
     with pytest.raises(testbed.ClusterError, match=r"holds a running cluster \(namenode@master"):
@@ -84,3 +84,18 @@ def test_the_docker_testbed_pins_a_version_the_suite_runs() -> None:
     dockerfile = (REPO / "docker" / "Dockerfile").read_text()
     pinned = re.search(r"^ARG HADOOP_VERSION=(\S+)", dockerfile, re.M)
     assert pinned and pinned.group(1) in VERSIONS, pinned
+
+
+def test_status_and_down_of_a_stopped_cluster(tmp_path: Path) -> None:
+    """A recorded daemon that is gone (same PID, another start time) is not ours: not alive, not killed."""
+    d = tmp_path / "c"
+    d.mkdir()
+    ghost = {"role": "datanode", "host": "worker1", "pid": os.getpid(), "start_time": -1, "log": "x"}
+    (d / testbed.STATE_FILE).write_text(json.dumps({"state": "running", "processes": [ghost],
+                                                    "namenode": {"http": "127.0.0.1:1"},
+                                                    "resourcemanager": {"http": "127.0.0.1:1"}, "hosts": []}))
+    report = testbed.status(d)
+    assert report["processes"][0]["alive"] is False and report["healthy"] is False
+    assert "error" in report["namenode"]
+    assert testbed.down(d, quiet=True) == {"dir": str(d.resolve()), "stopped": 0, "state": "stopped"}
+    assert testbed.status(d)["state"] == "stopped"
