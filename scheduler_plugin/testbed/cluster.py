@@ -396,10 +396,14 @@ def down(directory: Path, *, quiet: bool = False, grace_s: float = 10.0) -> dict
         _say(f"stopping {len(ours)} daemons ({len(pids)} processes)")
     procs.send(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
+    while time.monotonic() < deadline and any(procs.start_time(pid) is not None for pid in pids):
         time.sleep(0.2)
-    left = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    left = [pid for pid in pids if procs.start_time(pid) is not None]
     procs.send(left, signal.SIGKILL)
+    # Only then remove the network: a process still exiting keeps its sockets (and their addresses).
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(procs.start_time(pid) is not None for pid in left):
+        time.sleep(0.1)
     errors: list[str] = []
     if state.get("namespaces") or state.get("bridge"):
         if netns.can_isolate():

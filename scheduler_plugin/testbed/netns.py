@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from placement_service import HarvestError
 
@@ -77,6 +78,24 @@ def _used_subnets() -> set[int]:
     return used
 
 
+def _socket_subnets() -> set[int]:
+    """Subnets 10.244.N with a socket bound in this namespace: a process of a cluster whose bridge is
+    gone may still hold its address (the master's ports) for a moment after ``down``."""
+    used = set()
+    for table in ("/proc/net/tcp", "/proc/net/udp"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 1:
+                addr = bytes.fromhex(fields[1].split(":")[0])[::-1]  # little-endian IPv4
+                if len(addr) == 4 and addr[0] == 10 and addr[1] == 244:
+                    used.add(addr[2])
+    return used
+
+
 def choose(isolate: bool | None = None) -> Network:
     """A free subnet and bridge name when isolation is possible (and wanted), else the fallback."""
     if isolate is None:
@@ -85,7 +104,7 @@ def choose(isolate: bool | None = None) -> Network:
         return Network(None, None)
     if not can_isolate():
         raise HarvestError("network namespaces need root and iproute2 ('ip'); run without --netns")
-    links, used = _links(), _used_subnets()
+    links, used = _links(), _used_subnets() | _socket_subnets()
     namespaces = set(_ip("netns", "list").stdout.split())
     for n in range(FIRST_SUBNET, LAST_SUBNET):
         if n in used or f"hvb{n}" in links or any(ns.startswith(f"hv{n}-") for ns in namespaces):

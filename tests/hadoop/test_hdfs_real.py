@@ -7,14 +7,13 @@ tests leave it as they found it (service up, every DataNode live, nobody busy).
 from __future__ import annotations
 
 import os
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.hadoop.conftest import WORKERS, HadoopCluster, report_nodes
+from tests.hadoop.conftest import FIGURES, WORKERS, HadoopCluster, report_nodes
 
 pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(900)]
 BLOCK = 1024 * 1024
@@ -77,8 +76,8 @@ def test_writes_succeed_through_the_fallback_with_the_service_down(hadoop_cluste
         blocks = c.block_hosts("/shim/fallback.bin")
         assert len(blocks) == blocks_n and all(len(h) == 3 for h in blocks), blocks
         _wait("the shim's WARN line", lambda: "harvest placement service unavailable" in _nn_log(c), 30)
-        sys.stderr.write(f"\nHadoop {c.version}: fallback write, service down: {per_block_ms:.0f} ms per block "
-                         f"(load {os.getloadavg()[0]:.1f})\n")
+        FIGURES[("write with the service down (stock fallback), per 1 MB block", c.version)] = (
+            f"{per_block_ms:.0f} ms (load {os.getloadavg()[0]:.0f})")
     finally:
         c.service.start()
         report_nodes(c)
