@@ -106,8 +106,18 @@ def _free_port(ip: str) -> int:
         return int(sock.getsockname()[1])
 
 
-def _ports(standard: dict[str, int], ip: str, isolated: bool) -> dict[str, int]:
-    return dict(standard) if isolated else {key: _free_port(ip) for key in standard}
+def _ports(standard: dict[str, int], ip: str, isolated: bool, taken: set[int]) -> dict[str, int]:
+    """The standard ports on a host of its own; on 127.0.0.1 free ports, none handed out twice."""
+    if isolated:
+        return dict(standard)
+    ports = {}
+    for key in standard:
+        port = _free_port(ip)
+        while port in taken:  # the kernel may offer a port again once its probe socket is closed
+            port = _free_port(ip)
+        taken.add(port)
+        ports[key] = port
+    return ports
 
 
 def make_plan(version: str, *, datanodes: int, nodemanagers: int, directory: Path,
@@ -127,14 +137,15 @@ def make_plan(version: str, *, datanodes: int, nodemanagers: int, directory: Pat
     lay = layout(version)
     master = HostPlan("master", net.master_ip, False, False, None, None, {})
     workers = []
+    taken: set[int] = set()
     for i in range(1, max(datanodes, nodemanagers) + 1):
         name = f"worker{i}"
         ip = net.worker_ip(i)
         workers.append(HostPlan(name, ip, i <= datanodes, i <= nodemanagers, net.namespace(name),
                                 net.veth(i) if net.isolated else None,
-                                _ports(STANDARD_WORKER_PORTS, ip, net.isolated)))
+                                _ports(STANDARD_WORKER_PORTS, ip, net.isolated, taken)))
     return Plan(version, lay, directory.resolve(), datanodes, nodemanagers, net, master, tuple(workers),
-                _ports(STANDARD_MASTER_PORTS, net.master_ip, net.isolated), dict(overrides or {}),
+                _ports(STANDARD_MASTER_PORTS, net.master_ip, net.isolated, taken), dict(overrides or {}),
                 tuple(classpath or ()))
 
 
