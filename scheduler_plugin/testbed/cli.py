@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from placement_service.validate import finite_float
 from scheduler_plugin.testbed.versions import VERSIONS
 
 
@@ -80,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     u.add_argument("--classpath", action="append", metavar="PATH", help="extra class path entry for every daemon")
     u.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto",
                    help="worker hosts: namespaces (root + iproute2), 127.0.0.1, or netns when possible (default)")
-    u.add_argument("--timeout-s", type=float, default=300.0, help="give up when not healthy after this (default 300)")
+    u.add_argument("--timeout-s", type=finite_float, default=300.0, help="give up when not healthy after this (default 300)")
     u.set_defaults(func=_cmd_up)
     d = sub.add_parser("down", help="stop every process 'up' started in --dir and remove its namespaces")
     d.add_argument("--dir", type=Path, required=True)

@@ -76,6 +76,9 @@ def test_cli_errors_name_the_bad_argument(tmp_path: Path, capsys: pytest.Capture
     assert main(["hadoop", "up", "--version", "latest", "--datanodes", "1", "--nodemanagers", "1",
                  "--dir", str(tmp_path), "--set", "dfs.replication=2"]) == 2
     assert "expected FILE:KEY=VALUE" in capsys.readouterr().err
+    assert main(["hadoop", "up", "--version", "latest", "--datanodes", "1", "--nodemanagers", "1",
+                 "--dir", str(tmp_path), "--timeout-s", "nan"]) == 2
+    assert "--timeout-s: must be a finite number" in capsys.readouterr().err
     assert main(["hadoop", "status", "--dir", str(tmp_path / "none")]) == 2
     assert "no cluster here" in capsys.readouterr().err
 
