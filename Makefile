@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # Packages whose code is linted and type-checked by `make test`.
 CORE   := agent placement_service scheduler_plugin
 
-.PHONY: demo test lint typecheck pytest protos bench clean hadoop
+.PHONY: demo test lint typecheck pytest protos bench dist clean hadoop
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (found %s); set PYTHON=python3.11" % sys.version.split()[0])'
@@ -38,8 +38,13 @@ pytest: $(STAMP) $(if $(HADOOP_TOOLS),hadoop)
 
 test: lint typecheck pytest
 
+# The release artifacts (wheel and sdist) into dist/; CI builds them after the tests.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+
 protos: $(STAMP)
 	$(BIN)/python scripts/gen_protos.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) demo-out dist build .pytest_cache .mypy_cache .ruff_cache

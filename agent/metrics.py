@@ -13,6 +13,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from placement_service import __version__
+
 logger = logging.getLogger(__name__)
 
 PREFIX = "harvest_agent_"
@@ -48,6 +50,7 @@ HELP: dict[str, tuple[str, str]] = {
     "tick_seconds": ("gauge", "Duration of the last tick"),
     "agent_cpu_cores": ("gauge", "The agent's own CPU use"),
     "agent_memory_mb": ("gauge", "The agent's own RSS"),
+    "build_info": ("gauge", "Always 1; the label says which release of the agent runs here"),
 }
 
 
@@ -62,6 +65,7 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self.set("build_info", 1.0, version=__version__)
 
     def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
         key = (name, tuple(sorted(labels.items())))

@@ -22,6 +22,7 @@ from typing import Any
 from agent import AgentError
 from agent.metrics import Metrics
 from agent.statefiles import Throttle, atomic_write
+from placement_service import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class Report:
     free_storage_gb: float
     seq: int
     drained_revocations: tuple[int, ...] = ()  # revocations this node has drained (agent/drain.py)
+    agent_version: str = __version__  # so the service can list which agent release runs where
 
 
 MAX_SEQ = 2**63 - 1

@@ -9,8 +9,11 @@ One run, same inventory, same writers (drawn uniformly from the servers with spa
 - ``StockPlacer``: stock HDFS rack-aware placement (writer, remote rack, same rack as the second);
 - ``ReplicaPlacer(cobusy=...)`` (HDFS-H-cobusy, generated datacenters only): the grid plus each
   block's further replicas on the tenants least likely busy together (``core/cobusy.py``, fitted on
-  the generated CPU, with the simulator's reimage penalty; its ``place_many`` goes block by block
-  through ``place``).
+  the generated CPU, with the simulator's reimage penalty), one block at a time.
+
+Every placer but ``place_many`` is called once per block, as the NameNode's shim calls the service;
+the last lines give each one's rate against stock's (issue 41: at least stock's). ``--repeat N``
+runs each placer N times, interleaved, and reports the median rates.
 
 Besides speed it reports diversity: the share of blocks whose 3 replicas sit in 3 distinct
 environments, and in distinct grid rows (reimage groups) and columns (peak-CPU groups).
@@ -152,6 +155,8 @@ def main() -> None:
         default=0.98,
         help="second scenario: scale every server's storage so that the run's replicas fill this share",
     )
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per placer, interleaved; rates are the medians (a loaded machine)")
     args = ap.parse_args()
 
     cobusy: tuple[CobusyModel, dict[str, float]] | None = None
@@ -168,14 +173,14 @@ def main() -> None:
     with_space = [s for s, gb in zip(inv.server, inv.storage_gb, strict=True) if gb >= block_gb]
     wr = np.random.default_rng(args.seed)
     writers = [with_space[i] for i in wr.integers(0, len(with_space), args.blocks)]
-    rows = compare(inv, grid, writers, args.replicas, args.seed, cobusy)
+    rows = compare(inv, grid, writers, args.replicas, args.seed, cobusy, args.repeat)
 
     # Space pressure: the same run on disks scaled down so that it fills `--fill` of the space.
     need_gb = args.blocks * args.replicas * block_gb
     scale = need_gb / args.fill / float(np.sum(inv.storage_gb))
     tight = replace(inv, storage_gb=np.round(inv.storage_gb * scale / block_gb) * block_gb)
     demand = need_gb / float(np.sum(tight.storage_gb))
-    pressure = compare(tight, grid, writers, args.replicas, args.seed, cobusy)
+    pressure = compare(tight, grid, writers, args.replicas, args.seed, cobusy, args.repeat)
 
     load = os.getloadavg()
     print(
@@ -183,9 +188,11 @@ def main() -> None:
         f"{len(set(inv.environment)):,} environments, {len(set(inv.rack)):,} racks, {cells} grid cells used"
     )
     print(f"source: {source}; {args.blocks:,} blocks x {args.replicas} replicas of 256 MB; seed {args.seed}")
-    print(f"load average (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, cpus {os.cpu_count()}")
+    print(f"load average (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, cpus {os.cpu_count()}; "
+          f"median of {args.repeat} interleaved run(s) per placer")
     print()
     table(rows)
+    against_stock(rows)
     print(
         f"\nunder space pressure: every server's storage scaled by {scale:.2e} and rounded to whole blocks "
         f"({float(np.sum(tight.storage_gb)) / len(inv):.2f} GB per server on average); the run's replicas "
@@ -193,6 +200,7 @@ def main() -> None:
     )
     print()
     table(pressure)
+    against_stock(pressure)
 
 
 Row = tuple[str, float, float, float, float, int, int, float, float]
@@ -205,16 +213,16 @@ def compare(
     replicas: int,
     seed: int,
     cobusy: tuple[CobusyModel, dict[str, float]] | None = None,
+    repeat: int = 1,
 ) -> list[Row]:
     """Run the placers over the same writers; one row of figures each."""
-    rows: list[Row] = []
     extra: list[tuple[str, Callable[[], ReplicaPlacer | StockPlacer]]] = []
     if cobusy is not None:
         extra.append((
-            "ReplicaPlacer.place_many (grid + co-busy estimates, HDFS-H-cobusy)",
+            "ReplicaPlacer (grid + co-busy estimates, HDFS-H-cobusy)",
             lambda: ReplicaPlacer(inv, grid, seed=seed, cobusy=cobusy[0], cobusy_penalty=cobusy[1]),
         ))
-    for label, factory in (
+    placers: list[tuple[str, Callable[[], ReplicaPlacer | StockPlacer]]] = [
         ("ReplicaPlacer.place_many (grid, relaxing, one batch)", lambda: ReplicaPlacer(inv, grid, seed=seed)),
         ("ReplicaPlacer (grid, relaxing)", lambda: ReplicaPlacer(inv, grid, seed=seed)),
         (
@@ -223,19 +231,40 @@ def compare(
         ),
         ("StockPlacer (stock HDFS, racks)", lambda: StockPlacer(inv, grid, seed=seed)),
         *extra,
-    ):
-        t0 = time.perf_counter()
-        placer = factory()
-        build_s = time.perf_counter() - t0
-        batch = "place_many" in label and isinstance(placer, ReplicaPlacer)
-        runner = run_batch if batch else run
-        secs, cpu_s, blocks, relaxed, failed = runner(placer, writers, replicas)  # type: ignore[operator,arg-type]
-        env_share, rc_share = diversity(inv, grid, blocks)
-        n = len(writers)
-        rows.append(
-            (label, n / secs, n / cpu_s, 1e3 * secs / n, build_s, relaxed, failed, env_share, rc_share)
-        )
+    ]
+    # Each placer `repeat` times, interleaved (a fresh placer each time), so that all of them see
+    # the same machine load; the rates are the medians, the rest from the first repetition.
+    figures: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in placers}
+    first: dict[str, tuple[float, int, int, float, float]] = {}
+    n = len(writers)
+    for _ in range(repeat):
+        for label, factory in placers:
+            t0 = time.perf_counter()
+            placer = factory()
+            build_s = time.perf_counter() - t0
+            batch = "place_many" in label and isinstance(placer, ReplicaPlacer)
+            runner = run_batch if batch else run
+            secs, cpu_s, blocks, relaxed, failed = runner(placer, writers, replicas)  # type: ignore[operator,arg-type]
+            figures[label].append((n / secs, n / cpu_s, 1e3 * secs / n))
+            if label not in first:
+                env_share, rc_share = diversity(inv, grid, blocks)
+                first[label] = (build_s, relaxed, failed, env_share, rc_share)
+    rows: list[Row] = []
+    for label, _ in placers:
+        bps, cpu_bps, ms = (float(np.median([f[i] for f in figures[label]])) for i in range(3))
+        build_s, relaxed, failed, env_share, rc_share = first[label]
+        rows.append((label, bps, cpu_bps, ms, build_s, relaxed, failed, env_share, rc_share))
     return rows
+
+
+def against_stock(rows: list[Row]) -> None:
+    """Each one-block-at-a-time placer's rate against stock HDFS's (issue 41: >= 1x)."""
+    stock = next(r for r in rows if r[0].startswith("StockPlacer"))
+    print()
+    for r in rows:
+        if r is stock or "place_many" in r[0]:
+            continue
+        print(f"{r[0]}: {r[1] / stock[1]:.2f}x stock's blocks/s wall, {r[2] / stock[2]:.2f}x CPU time")
 
 
 def table(rows: list[Row]) -> None:

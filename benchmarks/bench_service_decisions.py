@@ -18,12 +18,23 @@ re-clustering child's peak RSS, the server's RSS and peak after the first adopti
 the stored estimates' size and the placement mode the service says it is in.
 
     .venv/bin/python benchmarks/bench_service_decisions.py --duration-s 10 --during single --placement-cobusy both
+
+Targets (issue 41): ``ChooseTargets`` p99 <= 5 ms and select p99 <= 10 ms, alone and together, and
+at most doubled during a re-clustering. The last lines compare each figure with its target; the exit
+status is 1 when one is missed (the tail is back), 0 otherwise.
+
+``--baseline-tree DIR`` runs the same measurement on a server from another checkout (e.g. ``git
+archive`` of the commit before a change), alternating with this tree ``--runs`` times, so both see
+the same machine load. Every server runs with ``HARVEST_STALL_TRACE`` (``server/stalls.py``, where
+the tree has it): per window the server's own handler time, event-loop stalls over 20 ms and the
+thread that held the interpreter then, and garbage collections over 10 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import threading
 import time
@@ -35,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.bench_service_common import (
+    ROOT,
     TOKEN,
     Server,
     load_average,
@@ -49,6 +61,9 @@ from placement_service.server.history import SCHEMA, day_of, write_parquet_atomi
 from placement_service.traces.synth import synth_tenant_cpu
 
 SLOT_S = 300
+CHOOSE_TARGETS_P99_MS = 5.0
+SELECT_P99_MS = 10.0
+DURING_FACTOR = 2.0
 
 
 def seed_history(data_dir: Path, tenants: int, days: int, seed: int) -> None:
@@ -128,24 +143,101 @@ def main() -> int:
     p.add_argument("--recluster-priority", choices=["idle", "low", "normal"], default="idle",
                    help="the server's --recluster-priority (idle: the child waits while other work keeps "
                         "both cores busy; normal measures the run itself on a loaded machine)")
+    p.add_argument("--baseline-tree", type=Path,
+                   help="also run a server from this checkout, alternating with this tree (same load)")
+    p.add_argument("--runs", type=int, default=1, help="runs per tree (alternating with --baseline-tree)")
     args = p.parse_args()
     settings = ["off", "on"] if args.placement_cobusy == "both" else [args.placement_cobusy]
-    if len(settings) == 1:
-        print(json.dumps(run_setting(args, settings[0] == "on"), indent=1))
-    else:
-        print(json.dumps({s: run_setting(args, s == "on") for s in settings}, indent=1))
-    return 0
+    trees: list[tuple[str, Path]] = [("this", ROOT)]
+    if args.baseline_tree is not None:
+        trees = [("baseline", args.baseline_tree.resolve()), *trees]
+    results: list[tuple[str, str, int, dict[str, Any]]] = []
+    for run in range(args.runs):
+        for name, tree in trees:
+            for s in settings:
+                results.append((name, s, run, run_setting(args, s == "on", tree)))
+    print(json.dumps([{"tree": n, "placement_cobusy": s, "run": r, **doc} for n, s, r, doc in results], indent=1))
+    missed = 0
+    for name, s, run, doc in results:
+        print(f"\n{name} tree, placement_cobusy {s}, run {run + 1}:")
+        misses = check_targets(doc)
+        if name == "this":
+            missed += misses
+    return 1 if missed else 0
 
 
-def run_setting(args: argparse.Namespace, cobusy: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"when": now_utc(), "tenants": args.tenants, "placement_cobusy": cobusy}
+def check_targets(doc: dict[str, Any]) -> int:
+    """Print each p99 against its target (issue 41); returns how many targets were missed."""
+    ct = doc["choose_targets_alone"]["latency"]["p99_ms"]
+    sel = doc["select_alone"]["latency"]["p99_ms"]
+    base_ct = doc["baseline"]["choose_targets"]["latency"]["p99_ms"]
+    base_sel = doc["baseline"]["select"]["latency"]["p99_ms"]
+    dur_ct = doc["during_recluster"]["choose_targets"]["latency"]["p99_ms"]
+    dur_sel = doc["during_recluster"]["select"]["latency"]["p99_ms"]
+    rows = [
+        (f"ChooseTargets p99 alone (load {doc['load_alone']})", ct, CHOOSE_TARGETS_P99_MS),
+        ("select p99 alone", sel, SELECT_P99_MS),
+        (f"ChooseTargets p99 with select (load {doc['load_baseline']})", base_ct, CHOOSE_TARGETS_P99_MS),
+        ("select p99 with ChooseTargets", base_sel, SELECT_P99_MS),
+        (f"ChooseTargets p99 during a re-clustering (load {doc['load_recluster']})", dur_ct,
+         DURING_FACTOR * max(base_ct, 1e-9)),
+        ("select p99 during a re-clustering", dur_sel, DURING_FACTOR * max(base_sel, 1e-9)),
+    ]
+    missed = 0
+    for label, value, target in rows:
+        ok = value <= target
+        missed += not ok
+        print(f"  {label}: {value:.2f} ms, target <= {target:.2f} ms: {'met' if ok else 'MISSED'}")
+    for window, srv in doc.get("server_side", {}).items():
+        print(f"  server side, {window}: handler p99 {srv['handler_p99_ms']} ms (max {srv['handler_max_ms']}), "
+              f"loop stalls > 20 ms: {srv['stalls']} ({srv['stall_ms']} ms in all, longest {srv['stall_max_ms']}), "
+              f"GC pauses > 10 ms: {srv['gc_over_10ms']}; busy threads in stalls: {srv['stall_threads']}")
+    return missed
+
+
+def server_side(trace: dict[str, Any], windows: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """Per measured window (epoch start, end): the server's own view from its stall trace."""
+    out: dict[str, Any] = {}
+    wait = ("threading.py", "selectors.py", "queue.py")
+    for name, (lo, hi) in windows.items():
+        handler = sorted(ms for at, ms, _ in trace["requests"] if lo <= at < hi)
+        stalls = [s for s in trace["stalls"] if lo <= s["at"] < hi]
+        busy: dict[str, int] = {}
+        for s in stalls:
+            for thread, stack in s["stacks"].items():
+                if stack and not any(w in stack[-1] for w in wait):
+                    where = stack[-1].split(", in ")[-1] if ", in " in stack[-1] else stack[-1]
+                    key = f"{thread}:{where}"
+                    busy[key] = busy.get(key, 0) + 1
+        out[name] = {
+            "handler_p99_ms": round(float(np.percentile(handler, 99)), 2) if handler else None,
+            "handler_max_ms": round(handler[-1], 1) if handler else None,
+            "stalls": len(stalls), "stall_ms": round(sum(s["ms"] for s in stalls), 1),
+            "stall_max_ms": max((s["ms"] for s in stalls), default=0.0),
+            "gc_over_10ms": [[round(at - lo, 2), round(ms, 1), gen] for at, ms, gen, _ in trace["gc_pauses"]
+                             if lo <= at < hi and ms > 10.0],
+            "stall_threads": dict(sorted(busy.items(), key=lambda kv: -kv[1])[:6]),
+        }
+    return out
+
+
+def _window(result: dict[str, Any], duration_s: float) -> tuple[float, float]:
+    t0 = float(result["t0_epoch"])
+    return t0, t0 + duration_s
+
+
+def run_setting(args: argparse.Namespace, cobusy: bool, tree: Path = ROOT) -> dict[str, Any]:
+    out: dict[str, Any] = {"when": now_utc(), "tenants": args.tenants, "placement_cobusy": cobusy, "tree": str(tree)}
     with tempfile.TemporaryDirectory(prefix="bench-decisions-") as tmp:
         data = Path(tmp) / "data"
         t = time.perf_counter()
         seed_history(data, args.tenants, args.days, seed=1)
         out["seed_s"] = round(time.perf_counter() - t, 1)
+        trace_file = Path(tmp) / "stalls.json"
+        os.environ["HARVEST_STALL_TRACE"] = str(trace_file)
         server = start_server(data, "--recluster-interval-s", "0", "--recluster-priority", args.recluster_priority,
-                              "--placement-cobusy" if cobusy else "--no-placement-cobusy")
+                              "--placement-cobusy" if cobusy else "--no-placement-cobusy", tree=tree)
+        os.environ.pop("HARVEST_STALL_TRACE", None)
         try:
             nodes = args.tenants * args.nodes_per_tenant
             report_nodes(server, args.tenants, nodes)
@@ -202,6 +294,11 @@ def run_setting(args: argparse.Namespace, cobusy: bool) -> dict[str, Any]:
             out["server_memory_end"] = server.memory_mb()
         finally:
             server.stop()
+        if trace_file.exists():
+            windows = {"alone": _window(out["choose_targets_alone"], args.duration_s),
+                       "with select": _window(out["baseline"]["choose_targets"], duration),
+                       "during a re-clustering": _window(out["during_recluster"]["choose_targets"], duration)}
+            out["server_side"] = server_side(json.loads(trace_file.read_text()), windows)
     return out
 
 

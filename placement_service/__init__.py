@@ -9,6 +9,10 @@ Sub-packages:
 - ``sim``: the trace-driven simulator that drives the same policy core.
 """
 
+# The one version of the whole distribution (pyproject.toml reads it); `harvest --version` prints it,
+# and the agent and the service report it.
+__version__ = "0.2.0"
+
 
 class HarvestError(Exception):
     """Base class of every error this project raises on purpose (bad input, infeasible request)."""

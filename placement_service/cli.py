@@ -11,25 +11,37 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from placement_service import HarvestError
+from placement_service import HarvestError, __version__
+from placement_service.extras import MissingExtraError, missing_module_message
 
-_COMMAND_MODULES: tuple[str, ...] = (
-    "placement_service.traces.cli",  # generate, convert-real, check-traces
-    "placement_service.traces.cli_import",  # import (an operator's own exports)
-    "placement_service.core.cli_cluster",  # cluster
-    "placement_service.core.cli_decide",  # select, place
-    "placement_service.server.cli",  # serve
-    "placement_service.sim.cli",  # sim schedule|durability|availability
-    "placement_service.sim.cli_whatif",  # whatif (trace files -> report.md)
-    "placement_service.capacity.ras.cli",  # ras solve|explain|generate
-    "placement_service.capacity.flux.cli",  # flux generate|model|plan|check|execute|ledger|to-ras
-    "agent.cli",  # agent
-    "scheduler_plugin.cli",  # hive, route, capacity-scheduler, ...
-    "scheduler_plugin.testbed.cli",  # hadoop up|down|status (a real test cluster)
-    "placement_service.demo",  # demo
+# (module, the sub-commands it registers). A module whose package needs an extra that is not
+# installed (placement_service.extras) still gets its sub-commands, as stubs that say which extra.
+_COMMAND_MODULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("placement_service.traces.cli", ("generate", "convert-real", "check-traces")),
+    ("placement_service.traces.cli_import", ("import",)),  # an operator's own exports
+    ("placement_service.core.cli_cluster", ("cluster",)),
+    ("placement_service.core.cli_decide", ("select", "place")),
+    ("placement_service.server.cli", ("serve",)),
+    ("placement_service.sim.cli", ("sim",)),  # sim schedule|durability|availability
+    ("placement_service.sim.cli_whatif", ("whatif",)),  # trace files -> report.md
+    ("placement_service.capacity.ras.cli", ("ras",)),  # ras solve|serve|explain|generate
+    ("placement_service.capacity.flux.cli", ("flux",)),  # flux generate|model|plan|check|execute|ledger|to-ras
+    ("agent.cli", ("agent",)),
+    ("scheduler_plugin.cli", ("route", "hive", "capacity-scheduler", "hosts-file", "topology-map",
+                              "install-scripts")),
+    ("scheduler_plugin.testbed.cli", ("hadoop",)),  # hadoop up|down|status (a real test cluster)
+    ("placement_service.demo", ("demo",)),
 )
+
+
+def _missing_extra_stub(message: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        print(f"harvest {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+    return handler
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,10 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
             "Run 'harvest <command> --help' for each command."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"harvest {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     subparsers = parser.add_subparsers(dest="command", metavar="<command>")
-    for name in _COMMAND_MODULES:
-        module = importlib.import_module(name)
+    for name, commands in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except (MissingExtraError, ModuleNotFoundError) as exc:
+            message = str(exc) if isinstance(exc, MissingExtraError) else missing_module_message(exc)
+            if message is None:
+                raise
+            for command in commands:
+                stub = subparsers.add_parser(command, help=f"(not installed) {message}", add_help=False,
+                                             prefix_chars="\x01")  # every word is an argument
+                stub.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+                stub.set_defaults(func=_missing_extra_stub(message))
+            continue
         module.register(subparsers)
     return parser
 
@@ -65,6 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except HarvestError as exc:
         print(f"harvest {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # an optional package of an extra that is not installed
+        message = missing_module_message(exc)
+        if message is None:
+            raise
+        print(f"harvest {args.command}: error: {message}", file=sys.stderr)
         return 2
     except OSError as exc:  # a file named on the command line cannot be read or written
         where = f"{exc.filename}: " if exc.filename else ""

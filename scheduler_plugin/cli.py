@@ -186,7 +186,7 @@ def _cmd_topology(args: argparse.Namespace) -> int:
     def no_resolve(_host: str) -> list[str]:
         return []
 
-    topo = build_topology_map(read_servers(args.inventory, require_rack=True),
+    topo = build_topology_map(read_servers(args.inventory, require_rack=True, require_tenant=False),
                               resolve_addresses if args.resolve else no_resolve)
     _write(args.out, topo.text)
     if topo.unresolved:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from placement_service import HarvestError
+from placement_service.csvsafe import unescape_text
 from placement_service.validate import short_join
 
 
@@ -37,8 +38,10 @@ def _rows_from_parquet(path: Path) -> list[dict[str, str]]:
     return [{name: cols[name][i] for name in cols} for i in range(table.num_rows)]
 
 
-def read_servers(path: str | Path, require_rack: bool = False) -> list[ServerRow]:
-    """Rows of ``path`` (CSV or Parquet) with at least ``server`` and ``tenant`` columns."""
+def read_servers(path: str | Path, require_rack: bool = False, require_tenant: bool = True) -> list[ServerRow]:
+    """Rows of ``path`` (CSV or Parquet) with at least a ``server`` column, ``tenant`` unless
+    ``require_tenant`` is false (the topology map needs only where a server sits) and ``rack`` if
+    ``require_rack``."""
     p = Path(path)
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
@@ -47,13 +50,16 @@ def read_servers(path: str | Path, require_rack: bool = False) -> list[ServerRow
         else:
             with p.open(newline="", encoding="utf-8") as handle:
                 reader = csv.DictReader(handle)
-                header = list(reader.fieldnames or [])
-                records = [dict(r) for r in reader]
+                # the project's CSV writers escape formula prefixes (placement_service/csvsafe.py)
+                header = [unescape_text(h) for h in reader.fieldnames or []]
+                records = [{(unescape_text(k) if isinstance(k, str) else k): (unescape_text(v) if isinstance(v, str)
+                                                                                else v) for k, v in r.items()}
+                           for r in reader]
     except OSError as exc:
         raise InventoryError(f"{p}: cannot read inventory: {exc}") from None
     except (csv.Error, ValueError) as exc:  # not CSV / Parquet, not UTF-8, a field beyond the csv limit
         raise InventoryError(f"{p}: not a readable inventory (CSV or Parquet): {exc}") from None
-    needed = ["server", "tenant"] + (["rack"] if require_rack else [])
+    needed = ["server"] + (["tenant"] if require_tenant else []) + (["rack"] if require_rack else [])
     missing = [c for c in needed if c not in header]
     if missing:
         raise InventoryError(f"{p}: missing column(s) {', '.join(missing)} (found: {short_join(header) or 'none'})")
@@ -65,7 +71,7 @@ def read_servers(path: str | Path, require_rack: bool = False) -> list[ServerRow
         rack = (rec.get("rack") or "").strip()
         if not server:
             raise InventoryError(f"{p}: row {i}: column 'server' is empty")
-        if not tenant:
+        if require_tenant and not tenant:
             raise InventoryError(f"{p}: row {i}: column 'tenant' is empty for server {server!r}")
         if require_rack and not rack:
             raise InventoryError(f"{p}: row {i}: column 'rack' is empty for server {server!r}")

@@ -9,8 +9,10 @@ Sub-packages (each model a pure module, adapters at the edge):
   coalesce (RAS and query load balancing on it; docs/pop.md).
 """
 
-
 from placement_service import HarvestError
+from placement_service.extras import require_extra
+
+require_extra("capacity", "the capacity solvers (placement_service.capacity)")
 
 
 class CapacityError(HarvestError):

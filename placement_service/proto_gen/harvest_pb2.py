@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rharvest.proto\x12\nharvest.v1\"\xf8\x01\n\nNodeReport\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x11\n\ttimestamp\x18\x03 \x01(\x01\x12\x19\n\x11primary_cpu_cores\x18\x04 \x01(\x01\x12\x19\n\x11primary_memory_mb\x18\x05 \x01(\x01\x12\x16\n\x0e\x63\x61pacity_cores\x18\x06 \x01(\x01\x12\x1a\n\x12\x63\x61pacity_memory_mb\x18\x07 \x01(\x01\x12\x0c\n\x04\x62usy\x18\x08 \x01(\x08\x12\x17\n\x0f\x66ree_storage_gb\x18\t \x01(\x01\x12\x0b\n\x03seq\x18\n \x01(\x04\x12\x1b\n\x13\x64rained_revocations\x18\x0b \x03(\x04\"d\n\x0bReportReply\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x11\n\tacked_seq\x18\x02 \x01(\x04\x12\x10\n\x08\x63lass_id\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\x12\x13\n\x0brevocations\x18\x05 \x03(\x04\"n\n\x14\x43hooseTargetsRequest\x12\x0e\n\x06writer\x18\x01 \x01(\t\x12\x10\n\x08replicas\x18\x02 \x01(\r\x12\x10\n\x08\x65xcluded\x18\x03 \x03(\t\x12\x12\n\nblock_size\x18\x04 \x01(\x04\x12\x0e\n\x06\x63hosen\x18\x05 \x03(\t\"U\n\x12\x43hooseTargetsReply\x12\x0f\n\x07targets\x18\x01 \x03(\t\x12\x0f\n\x07relaxed\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\r\n\x05short\x18\x04 \x01(\x08\" \n\x10NodeClassRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"\x81\x01\n\x0eNodeClassReply\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x10\n\x08\x63lass_id\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12\x0c\n\x04\x62usy\x18\x04 \x01(\x08\x12\x13\n\x0bharvestable\x18\x05 \x01(\x08\x12\x1d\n\x15last_report_timestamp\x18\x06 \x01(\x01\x32\xe4\x01\n\tPlacement\x12=\n\x06Report\x12\x16.harvest.v1.NodeReport\x1a\x17.harvest.v1.ReportReply(\x01\x30\x01\x12Q\n\rChooseTargets\x12 .harvest.v1.ChooseTargetsRequest\x1a\x1e.harvest.v1.ChooseTargetsReply\x12\x45\n\tNodeClass\x12\x1c.harvest.v1.NodeClassRequest\x1a\x1a.harvest.v1.NodeClassReplyB\x12\n\x0eorg.harvest.v1P\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rharvest.proto\x12\nharvest.v1\"\x8f\x02\n\nNodeReport\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x11\n\ttimestamp\x18\x03 \x01(\x01\x12\x19\n\x11primary_cpu_cores\x18\x04 \x01(\x01\x12\x19\n\x11primary_memory_mb\x18\x05 \x01(\x01\x12\x16\n\x0e\x63\x61pacity_cores\x18\x06 \x01(\x01\x12\x1a\n\x12\x63\x61pacity_memory_mb\x18\x07 \x01(\x01\x12\x0c\n\x04\x62usy\x18\x08 \x01(\x08\x12\x17\n\x0f\x66ree_storage_gb\x18\t \x01(\x01\x12\x0b\n\x03seq\x18\n \x01(\x04\x12\x1b\n\x13\x64rained_revocations\x18\x0b \x03(\x04\x12\x15\n\ragent_version\x18\x0c \x01(\t\"d\n\x0bReportReply\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x11\n\tacked_seq\x18\x02 \x01(\x04\x12\x10\n\x08\x63lass_id\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\x12\x13\n\x0brevocations\x18\x05 \x03(\x04\"n\n\x14\x43hooseTargetsRequest\x12\x0e\n\x06writer\x18\x01 \x01(\t\x12\x10\n\x08replicas\x18\x02 \x01(\r\x12\x10\n\x08\x65xcluded\x18\x03 \x03(\t\x12\x12\n\nblock_size\x18\x04 \x01(\x04\x12\x0e\n\x06\x63hosen\x18\x05 \x03(\t\"U\n\x12\x43hooseTargetsReply\x12\x0f\n\x07targets\x18\x01 \x03(\t\x12\x0f\n\x07relaxed\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\r\n\x05short\x18\x04 \x01(\x08\" \n\x10NodeClassRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"\x81\x01\n\x0eNodeClassReply\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x10\n\x08\x63lass_id\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12\x0c\n\x04\x62usy\x18\x04 \x01(\x08\x12\x13\n\x0bharvestable\x18\x05 \x01(\x08\x12\x1d\n\x15last_report_timestamp\x18\x06 \x01(\x01\x32\xe4\x01\n\tPlacement\x12=\n\x06Report\x12\x16.harvest.v1.NodeReport\x1a\x17.harvest.v1.ReportReply(\x01\x30\x01\x12Q\n\rChooseTargets\x12 .harvest.v1.ChooseTargetsRequest\x1a\x1e.harvest.v1.ChooseTargetsReply\x12\x45\n\tNodeClass\x12\x1c.harvest.v1.NodeClassRequest\x1a\x1a.harvest.v1.NodeClassReplyB\x12\n\x0eorg.harvest.v1P\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,17 +33,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\016org.harvest.v1P\001'
   _globals['_NODEREPORT']._serialized_start=30
-  _globals['_NODEREPORT']._serialized_end=278
-  _globals['_REPORTREPLY']._serialized_start=280
-  _globals['_REPORTREPLY']._serialized_end=380
-  _globals['_CHOOSETARGETSREQUEST']._serialized_start=382
-  _globals['_CHOOSETARGETSREQUEST']._serialized_end=492
-  _globals['_CHOOSETARGETSREPLY']._serialized_start=494
-  _globals['_CHOOSETARGETSREPLY']._serialized_end=579
-  _globals['_NODECLASSREQUEST']._serialized_start=581
-  _globals['_NODECLASSREQUEST']._serialized_end=613
-  _globals['_NODECLASSREPLY']._serialized_start=616
-  _globals['_NODECLASSREPLY']._serialized_end=745
-  _globals['_PLACEMENT']._serialized_start=748
-  _globals['_PLACEMENT']._serialized_end=976
+  _globals['_NODEREPORT']._serialized_end=301
+  _globals['_REPORTREPLY']._serialized_start=303
+  _globals['_REPORTREPLY']._serialized_end=403
+  _globals['_CHOOSETARGETSREQUEST']._serialized_start=405
+  _globals['_CHOOSETARGETSREQUEST']._serialized_end=515
+  _globals['_CHOOSETARGETSREPLY']._serialized_start=517
+  _globals['_CHOOSETARGETSREPLY']._serialized_end=602
+  _globals['_NODECLASSREQUEST']._serialized_start=604
+  _globals['_NODECLASSREQUEST']._serialized_end=636
+  _globals['_NODECLASSREPLY']._serialized_start=639
+  _globals['_NODECLASSREPLY']._serialized_end=768
+  _globals['_PLACEMENT']._serialized_start=771
+  _globals['_PLACEMENT']._serialized_end=999
 # @@protoc_insertion_point(module_scope)

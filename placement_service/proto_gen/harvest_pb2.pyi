@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class NodeReport(_message.Message):
-    __slots__ = ("node", "tenant", "timestamp", "primary_cpu_cores", "primary_memory_mb", "capacity_cores", "capacity_memory_mb", "busy", "free_storage_gb", "seq", "drained_revocations")
+    __slots__ = ("node", "tenant", "timestamp", "primary_cpu_cores", "primary_memory_mb", "capacity_cores", "capacity_memory_mb", "busy", "free_storage_gb", "seq", "drained_revocations", "agent_version")
     NODE_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class NodeReport(_message.Message):
     FREE_STORAGE_GB_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     DRAINED_REVOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     node: str
     tenant: str
     timestamp: float
@@ -30,7 +31,8 @@ class NodeReport(_message.Message):
     free_storage_gb: float
     seq: int
     drained_revocations: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, node: _Optional[str] = ..., tenant: _Optional[str] = ..., timestamp: _Optional[float] = ..., primary_cpu_cores: _Optional[float] = ..., primary_memory_mb: _Optional[float] = ..., capacity_cores: _Optional[float] = ..., capacity_memory_mb: _Optional[float] = ..., busy: _Optional[bool] = ..., free_storage_gb: _Optional[float] = ..., seq: _Optional[int] = ..., drained_revocations: _Optional[_Iterable[int]] = ...) -> None: ...
+    agent_version: str
+    def __init__(self, node: _Optional[str] = ..., tenant: _Optional[str] = ..., timestamp: _Optional[float] = ..., primary_cpu_cores: _Optional[float] = ..., primary_memory_mb: _Optional[float] = ..., capacity_cores: _Optional[float] = ..., capacity_memory_mb: _Optional[float] = ..., busy: _Optional[bool] = ..., free_storage_gb: _Optional[float] = ..., seq: _Optional[int] = ..., drained_revocations: _Optional[_Iterable[int]] = ..., agent_version: _Optional[str] = ...) -> None: ...
 
 class ReportReply(_message.Message):
     __slots__ = ("node", "acked_seq", "class_id", "label", "revocations")

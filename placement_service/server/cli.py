@@ -110,16 +110,15 @@ def _watch_gc(metrics: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import gc
     import os
-    import signal
     import sys
-    import threading
     from pathlib import Path
 
+    from placement_service.server import serving
     from placement_service.server.config import build_config
     from placement_service.server.grpc_api import GrpcServer
     from placement_service.server.http_api import create_app
     from placement_service.server.service import PlacementService
-    from placement_service.server.wsgi import HarvestWSGIServer, make_ssl_context
+    from placement_service.server.wsgi import make_ssl_context
 
     flags = {k: getattr(args, k, None) for k in (
         "data_dir", "http_port", "grpc_port", "token_file", "host", "tls_cert_file", "tls_key_file", "rm_url",
@@ -167,31 +166,12 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             service.health.set("http", f"new HTTP connections refused: {reason}", cause)
 
-    http = HarvestWSGIServer(
-        app, cfg.host, cfg.http_port, threads=cfg.http_threads, timeout_s=cfg.http_timeout_s,
-        idle_timeout_s=cfg.http_idle_timeout_s, max_connections=cfg.http_max_connections,
-        max_header_bytes=cfg.http_max_header_bytes, max_body_bytes=cfg.max_body_bytes, ssl_context=ssl_context, on_health=_http_health,
-    )
-    http.prepare()
-    http_port = http.port
-    service.metrics.add_collector(lambda: {"harvest_http_connections": float(http.live_connections),
-                                           "harvest_http_connections_refused": float(http.refused_total)})
-
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: object) -> None:
-        del frame
-        logger.info("signal %d: shutting down", signum)
-        stop.set()
-        threading.Thread(target=http.stop, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    http = serving.start_http(app, cfg.host, cfg.http_port, cfg.http_limits(), service.metrics,
+                              ssl_context=ssl_context, on_health=_http_health)
     scheme = "https" if ssl_context else "http"
-    print(f"harvest serve: {scheme}://{cfg.host}:{http_port} grpc {cfg.host}:{grpc_server.port} "
-          f"data {cfg.data_dir}", flush=True)
     try:
-        http.serve()
+        serving.serve_until_signal(http, f"harvest serve: {scheme}://{cfg.host}:{http.port} grpc "
+                                         f"{cfg.host}:{grpc_server.port} data {cfg.data_dir}")
     finally:
         grpc_server.stop()
         service.close()

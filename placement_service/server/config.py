@@ -44,6 +44,9 @@ class ServiceConfig:
     max_report_age_s: float = 30 * 86400.0  # reports older than this are rejected (one day folder per day)
     max_body_bytes: int = 8 * 1024 * 1024
     max_reports_per_request: int = 20000
+    # Items of any other list in a request body (excluded / chosen nodes of a placement, revocation
+    # ids, reimage events): a token-less caller cannot make the service hold more than this per call.
+    max_list_items: int = 10_000
     # Background work.
     compact_interval_s: float = 10.0  # close a log segment and store it as Parquet this often
     # After each compaction tick, move what survived out of the garbage collector's walks (a full
@@ -131,7 +134,10 @@ class ServiceConfig:
     placement_strict_enter_below: float = 0.95
     placement_strict_leave_above: float = 0.99
     placement_strict_min_blocks: int = 200
-    decision_log_size: int = 10000  # placements kept for /v1/explain/place
+    decision_log_size: int = 10000  # placements kept for /v1/explain/place (at most)
+    # ... and at most this many bytes of them (each entry counted as its compact JSON encoding,
+    # which is how it is held); the oldest go first. Default 16 MiB.
+    decision_log_bytes: int = 16 * 1024 * 1024
     decision_log_sample: float = 1.0  # share of placements kept
     silent_after_s: float = 60.0  # a node without a report for this long is listed as silent
     reimage_window_days: float = 90.0  # live reimages (POST /v1/reimages) counted for the grid rows
@@ -165,23 +171,19 @@ class ServiceConfig:
         return self.data_dir.joinpath(*parts)
 
     def read_token(self) -> str | None:
-        if self.token_file is None:
-            return None
-        try:
-            raw = self.token_file.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"token file {self.token_file}: {exc.strerror or exc}") from None
-        try:
-            token = raw.decode("ascii").strip()
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"token file {self.token_file}: the token must be printable ASCII "
-                              f"(an HTTP header / gRPC metadata value); byte {exc.start} is not") from None
-        if not token:
-            raise ConfigError(f"token file {self.token_file} is empty")
-        if not token.isprintable() or any(ch.isspace() for ch in token):
-            raise ConfigError(f"token file {self.token_file}: the token must be one line of printable ASCII "
-                              "without spaces")
-        return token
+        """The bearer token of ``token_file`` (checked as every service checks it: ``serving.py``)."""
+        from placement_service.server.serving import read_token_file
+
+        return read_token_file(self.token_file)
+
+    def http_limits(self) -> Any:
+        """The serving layer's limits (``serving.HttpLimits``) from these settings."""
+        from placement_service.server.serving import HttpLimits
+
+        return HttpLimits(threads=self.http_threads, timeout_s=self.http_timeout_s,
+                          idle_timeout_s=self.http_idle_timeout_s, max_connections=self.http_max_connections,
+                          max_header_bytes=self.http_max_header_bytes, max_body_bytes=self.max_body_bytes,
+                          max_list_items=self.max_list_items)
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ServiceConfig)}
@@ -200,6 +202,8 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "max_report_age_s": (0.0, 3650 * _DAY_S, True),
     "max_body_bytes": (1024, 2**31, False),
     "max_reports_per_request": (1, 1_000_000, False),
+    "max_list_items": (1, 10_000_000, False),
+    "decision_log_bytes": (4096, 2**40, False),
     "compact_interval_s": (0.0, _DAY_S, True),
     "gc_full_collect_interval_s": (0.0, 7 * _DAY_S, False),
     "recluster_interval_s": (0.0, 365 * _DAY_S, False),

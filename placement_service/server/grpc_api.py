@@ -34,6 +34,7 @@ from placement_service.server.reports import (
     parse_report,
 )
 from placement_service.server.service import PlacementService
+from placement_service.server.stalls import StallTracer, from_env
 from placement_service.validate import InputError
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ def report_from_proto(msg: harvest_pb2.NodeReport, now_s: float, max_future_s: f
                       max_age_s: float = DEFAULT_MAX_AGE_S) -> Any:
     doc = {name: getattr(msg, name) for name in REQUIRED_FIELDS}
     doc["seq"] = int(msg.seq)
+    doc["agent_version"] = msg.agent_version
     return parse_report(doc, "report", now_s, max_future_s, max_age_s)
 
 
@@ -127,6 +129,7 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
         self.service = service
         self.token = token
         self.waiter: DurableWaiter | None = None
+        self.tracer: StallTracer | None = None  # HARVEST_STALL_TRACE (server/stalls.py), benchmarks only
 
     async def _authorize(self, context: grpc.aio.ServicerContext) -> None:
         if self.token is None:
@@ -180,8 +183,11 @@ class PlacementServicer(harvest_pb2_grpc.PlacementServicer):
                 raise InputError(request.message, "request")
             writer, replicas, excluded, block_size, chosen = check_place_request(
                 request.writer, int(request.replicas), list(request.excluded), int(request.block_size),
-                list(request.chosen))
+                list(request.chosen), self.service.cfg.max_list_items)
             result = self.service.place(writer, replicas, excluded, block_size, chosen)
+            if self.tracer is not None:
+                decided = time.perf_counter()
+                self.tracer.request(start, decided, decided)
         except NotFoundError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             raise
@@ -262,9 +268,14 @@ class GrpcServer:
         await server.start()
         self._server = server
         self._stop_event = asyncio.Event()
+        tracer = self._servicer.tracer = from_env()
+        ticker = asyncio.ensure_future(tracer.ticker()) if tracer is not None else None
         self._ready.set()
         await self._stop_event.wait()
         await server.stop(self._grace_s)  # the loop runs until the server has stopped
+        if tracer is not None and ticker is not None:
+            tracer.stop()
+            await ticker
 
     def stop(self, grace_s: float = 2.0) -> None:
         if self._server is None:

@@ -17,12 +17,19 @@ from flask import Flask, Response, request
 from placement_service import validate
 from placement_service.core.types import PlacementError, PolicyError
 from placement_service.server.elastic import parse_elastic_set
-from placement_service.server.http_common import check_bearer, install_common
+from placement_service.server.http_common import check_bearer, check_list
 from placement_service.server.http_common import error_response as _error
 from placement_service.server.http_common import json_body as _body
 from placement_service.server.http_common import json_response as _json
-from placement_service.server.reports import RequestError, check_name, check_place_request, parse_report_batch
+from placement_service.server.reports import (
+    AGENT_VERSION_RE,
+    RequestError,
+    check_name,
+    check_place_request,
+    parse_report_batch,
+)
 from placement_service.server.service import PlacementService
+from placement_service.server.serving import create_json_app
 
 logger = logging.getLogger(__name__)
 
@@ -44,15 +51,12 @@ def _epoch_arg(name: str, default: float) -> float:
 
 
 def create_app(service: PlacementService, token: str | None) -> Flask:
-    app = Flask("harvest-placement")
-    app.config["MAX_CONTENT_LENGTH"] = service.cfg.max_body_bytes
     cfg = service.cfg
     metrics = service.metrics
+    app = create_json_app("harvest-placement", metrics, cfg.http_limits())
 
     def require_token() -> None:
         check_bearer(token)
-
-    install_common(app, metrics)
 
     @app.errorhandler(PlacementError)
     def _placement_error(exc: PlacementError) -> Response:
@@ -103,7 +107,7 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     @app.post("/v1/blocks/place")
     def post_place() -> Response:
         doc = _body()
-        writer, replicas, excluded, block_size, chosen = parse_place_request(doc)
+        writer, replicas, excluded, block_size, chosen = parse_place_request(doc, cfg.max_list_items)
         block = request.args.get("block", "")
         if block:
             check_name(block, "block")
@@ -137,7 +141,8 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         entries = service.insight.explain_place(block=block or None, node=node or None)
         if block and not entries:
             raise RequestError(f"no decision for block {block!r} in the decision log (sampled, bounded: "
-                               f"the last {cfg.decision_log_size} kept)", "block", 404)
+                               f"at most the last {cfg.decision_log_size} and {cfg.decision_log_bytes} bytes kept)",
+                               "block", 404)
         return _json({"decisions": entries, "quality": service.placement_quality()})
 
     @app.get("/v1/placement/quality")
@@ -159,6 +164,15 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         if policy.selector is not None:
             doc["current_cpu"] = policy.selector.current()
         return _json(doc)
+
+    @app.get("/v1/agents")
+    def get_agents() -> Response:
+        """Which agent release runs where: counts per version and the nodes (``?version=``, ``?limit=``)."""
+        version = request.args.get("version")
+        if version is not None and not AGENT_VERSION_RE.match(version):
+            raise RequestError("version: must be at most 64 characters of [0-9A-Za-z.+_-]", "version")
+        limit = validate.parse_int(request.args.get("limit") or "1000", "limit", minimum=0, maximum=100_000)
+        return _json(service.agent_versions.snapshot(version, limit))
 
     @app.get("/v1/nodes/<node>")
     def get_node(node: str) -> Response:
@@ -228,9 +242,8 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         check_name(node, "node")
         doc = _body()
         ids = doc.get("revocations") if isinstance(doc, dict) else None
-        if not isinstance(ids, list):
-            raise RequestError("revocations: must be a list of revocation ids", "revocations")
-        ids = [validate.check_int(i, f"revocations[{k}]", minimum=1, maximum=2**63 - 1) for k, i in enumerate(ids)]
+        ids = [validate.check_int(i, f"revocations[{k}]", minimum=1, maximum=2**63 - 1)
+               for k, i in enumerate(check_list(ids, "revocations", cfg.max_list_items, what="revocation ids"))]
         return _json({"drained": service.revocations_drained(node, ids)})
 
     @app.get("/v1/harvestable")
@@ -267,14 +280,14 @@ def _field_of(message: str) -> str:
     return parts[1] if len(parts) > 2 else parts[0]
 
 
-def parse_place_request(doc: Any) -> tuple[str, int, list[str], int, list[str]]:
+def parse_place_request(doc: Any, max_items: int = 10_000) -> tuple[str, int, list[str], int, list[str]]:
     if not isinstance(doc, dict):
         raise RequestError("body: must be a JSON object", "body")
     unknown = sorted(set(doc) - {"writer", "replicas", "excluded", "block_size", "chosen"})
     if unknown:
         raise RequestError(f"{unknown[0]}: unknown field", unknown[0])
     return check_place_request(doc.get("writer"), doc.get("replicas", 3), doc.get("excluded", []),
-                               doc.get("block_size", 0), doc.get("chosen", []))
+                               doc.get("block_size", 0), doc.get("chosen", []), max_items)
 
 
 REIMAGE_MAX_AGE_S = 10 * 365 * 86400.0  # older reports of reimages are refused (typo guard)

@@ -13,8 +13,10 @@ One :class:`Insight` per service, fed by the decision calls and read by ``/v1/ex
   columns and environments, relaxations, and the strict-mode switch (``placement_strict_*``): below
   the threshold the service refuses a target rather than place without diversity (the NameNode
   shim then falls back to the stock choice for that block), and says why in ``/healthz``;
-- **decision log**: a sampled, bounded record of placements (``decision_log_size``,
-  ``decision_log_sample``) answering "why did this block go there" by block id or by node;
+- **decision log**: a sampled record of placements bounded in entries and bytes
+  (``decision_log_size``, ``decision_log_bytes``, ``decision_log_sample``; gauges
+  ``harvest_decision_log_bytes`` / ``_entries``) answering "why did this block go there" by block id
+  or by node; a logged request keeps the first 32 names of a list and their count;
 - **heartbeats** of the service's loops and the nodes whose agents went silent
   (``silent_after_s``).
 """
@@ -47,6 +49,20 @@ def _cell(cell_of: Mapping[str, Any], node: str, i: int) -> int | None:
     return None if cell is None else (cell.reimage_row, cell.peak_column)[i]
 
 
+LOGGED_NAMES = 32  # names of a request list (excluded nodes) kept in its decision-log entry
+
+
+def _loggable(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The request as logged: lists of names cut to their first :data:`LOGGED_NAMES` (with their
+    count in ``<name>_total``), so an entry's size does not grow with the caller's lists."""
+    out = dict(request)
+    for k, v in request.items():
+        if isinstance(v, list) and len(v) > LOGGED_NAMES:
+            out[k] = v[:LOGGED_NAMES]
+            out[f"{k}_total"] = len(v)
+    return out
+
+
 class Insight:
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
@@ -55,7 +71,8 @@ class Insight:
             enabled=cfg.placement_strict_auto, enter_below=cfg.placement_strict_enter_below,
             leave_above=cfg.placement_strict_leave_above, min_blocks=cfg.placement_strict_min_blocks,
         ))
-        self.decisions = DecisionLog(capacity=cfg.decision_log_size, sample=cfg.decision_log_sample, seed=cfg.seed)
+        self.decisions = DecisionLog(capacity=cfg.decision_log_size, sample=cfg.decision_log_sample, seed=cfg.seed,
+                                     max_bytes=cfg.decision_log_bytes)
         self.heartbeats = Heartbeats()
         self._lengths: deque[float] = deque(maxlen=10_000)
         self._lock = threading.Lock()
@@ -151,7 +168,7 @@ class Insight:
         with self._lock:
             self._seq += 1
             key = block or f"decision-{self._seq}"
-        entry = {"request": dict(request), "replicas": replicas, "relaxed": relaxed, "reason": reason,
+        entry = {"request": _loggable(request), "replicas": replicas, "relaxed": relaxed, "reason": reason,
                  "short": short, "strict_mode": self.strict.strict}
         if held:
             entry["chosen"] = held
@@ -186,5 +203,9 @@ class Insight:
             v = shares[k]
             metrics.set("harvest_placement_diverse_share", v if v == v else 0.0, kind=k)
         metrics.set("harvest_placement_strict_mode", 1.0 if self.strict.strict else 0.0)
+        metrics.set("harvest_decision_log_bytes", float(self.decisions.bytes))
+        metrics.set("harvest_decision_log_entries", float(len(self.decisions)))
+        with self._lock:
+            metrics.set("harvest_job_lengths_kept", float(len(self._lengths)))  # at most 10,000
         self.heartbeats.export(metrics.set, "harvest_loop_heartbeat_age_seconds")
         return {}

@@ -20,10 +20,11 @@ class DataDirLockedError(ConfigError):
     """Another process owns the data directory."""
 
 
-def lock_data_dir(data_dir: Path) -> int:
+def lock_data_dir(data_dir: Path, service: str = "harvest serve") -> int:
     """Take the exclusive lock (non-blocking); returns the descriptor to keep open.
 
-    Raises :class:`DataDirLockedError` naming the holder's pid when another process holds it.
+    Raises :class:`DataDirLockedError` naming the holder's pid when another process holds it
+    (``service``: the command the refusal names). Every service calls it before touching its state.
     """
     path = data_dir / LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -33,7 +34,7 @@ def lock_data_dir(data_dir: Path) -> int:
         holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
         raise DataDirLockedError(
-            f"data dir {data_dir} is in use by another harvest serve (pid {holder}); "
+            f"data dir {data_dir} is in use by another {service} (pid {holder}); "
             f"stop it first or use another --data-dir"
         ) from None
     except OSError:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from placement_service import __version__
+
 # Latency buckets (seconds): fine below 10 ms, where the block-placement path must stay.
 BUCKETS_S: tuple[float, ...] = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
 
@@ -25,6 +27,7 @@ class Metrics:
         self._gauges: dict[tuple[str, Labels], float] = {}
         self._hist: dict[tuple[str, Labels], list[float]] = {}  # bucket counts..., count, sum
         self._collectors: list[Callable[[], dict[str, float]]] = []
+        self.set("harvest_build_info", 1.0, version=__version__)  # which release of the service runs
 
     def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
         key = (name, tuple(sorted(labels.items())))

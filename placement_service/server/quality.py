@@ -17,6 +17,7 @@ as metrics and in health, so a loop that stalls is visible even when the process
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import threading
@@ -143,38 +144,65 @@ class StrictSwitch:
 
 
 class DecisionLog:
-    """The last ``capacity`` sampled decisions, looked up by key (e.g. block id); thread-safe."""
+    """The last sampled decisions, looked up by key (e.g. block id); thread-safe.
 
-    def __init__(self, capacity: int = 10_000, sample: float = 1.0, seed: int = 0) -> None:
-        if capacity < 1 or not (0.0 <= sample <= 1.0):
-            raise ValueError("decision log: capacity >= 1 and 0 <= sample <= 1")
-        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    Bounded twice: at most ``capacity`` entries and at most ``max_bytes`` bytes, the oldest going
+    first. Each entry is held as its compact JSON encoding (decoded again when read), so its size
+    in memory is its counted size (``len(json) + len(key) + ENTRY_OVERHEAD_BYTES``) and no caller
+    can keep more than the budget, however large its request; an entry larger than the whole
+    budget is not kept.
+    """
+
+    ENTRY_OVERHEAD_BYTES = 200  # the bytes object, the key string and the ordered-dict slot
+
+    def __init__(self, capacity: int = 10_000, sample: float = 1.0, seed: int = 0,
+                 max_bytes: int = 16 * 1024 * 1024) -> None:
+        if capacity < 1 or not (0.0 <= sample <= 1.0) or max_bytes < 1:
+            raise ValueError("decision log: capacity >= 1, max_bytes >= 1 and 0 <= sample <= 1")
+        self._items: OrderedDict[str, bytes] = OrderedDict()
         self._capacity = capacity
+        self._max_bytes = max_bytes
         self._sample = sample
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
+        self.bytes = 0  # counted size of what is held now
         self.recorded = 0
+        self.too_large = 0  # entries not kept because each alone exceeded the budget
+
+    def _size(self, key: str, blob: bytes) -> int:
+        return len(blob) + len(key) + self.ENTRY_OVERHEAD_BYTES
 
     def record(self, key: str, entry: Mapping[str, Any], *, force: bool = False) -> bool:
         """Keep ``entry`` under ``key`` if sampled (always when ``force``); returns whether kept."""
         with self._lock:
             if not force and self._rng.random() >= self._sample:
                 return False
-            self._items.pop(key, None)
-            self._items[key] = {**entry, "key": key, "at": time.time()}
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
+        blob = json.dumps({**entry, "key": key, "at": time.time()}, separators=(",", ":"), default=str).encode()
+        size = self._size(key, blob)
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.bytes -= self._size(key, old)
+            if size > self._max_bytes:
+                self.too_large += 1
+                return False
+            self._items[key] = blob
+            self.bytes += size
+            while len(self._items) > self._capacity or self.bytes > self._max_bytes:
+                k, b = self._items.popitem(last=False)
+                self.bytes -= self._size(k, b)
             self.recorded += 1
             return True
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            e = self._items.get(key)
-            return dict(e) if e is not None else None
+            blob = self._items.get(key)
+        return json.loads(blob) if blob is not None else None
 
     def recent(self, n: int = 20) -> list[dict[str, Any]]:
         with self._lock:
-            return [dict(e) for e in list(self._items.values())[-n:]]
+            blobs = list(self._items.values())[-n:] if n > 0 else []
+        return [json.loads(b) for b in blobs]
 
     def __len__(self) -> int:
         with self._lock:

@@ -7,6 +7,7 @@ report is rejected whole, so nothing of it is stored.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,8 @@ NUMERIC_FIELDS: tuple[str, ...] = (
     "free_storage_gb",
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("node", "tenant", *NUMERIC_FIELDS, "busy")
-OPTIONAL_FIELDS: tuple[str, ...] = ("seq",)
+OPTIONAL_FIELDS: tuple[str, ...] = ("seq", "agent_version")
+AGENT_VERSION_RE = re.compile(r"^[0-9A-Za-z.+_-]{0,64}$")
 
 
 class RequestError(InputError):
@@ -70,6 +72,7 @@ class NodeReport:
     busy: bool
     free_storage_gb: float
     seq: int = 0  # 0: no sequence number (always stored)
+    agent_version: str = ""  # the agent's release; not history (not in to_row): see agent_versions.py
 
     @property
     def cpu_frac(self) -> float:
@@ -171,11 +174,17 @@ def parse_report(doc: object, where: str, now_s: float, max_future_s: float,
     if isinstance(seq_raw, bool) or not isinstance(seq_raw, int) or not 0 <= seq_raw <= MAX_SEQ:
         raise RequestError(f"{where}.seq: must be an integer 0..2^63-1, got {validate.short_repr(seq_raw)}",
                            f"{where}.seq")
+    version = doc.get("agent_version", "")
+    if version is None:
+        version = ""
+    if not isinstance(version, str) or not AGENT_VERSION_RE.match(version):
+        raise RequestError(f"{where}.agent_version: must be at most 64 characters of [0-9A-Za-z.+_-], got "
+                           f"{validate.short_repr(version)}", f"{where}.agent_version")
     return NodeReport(
         node=node, tenant=tenant, timestamp=ts,
         primary_cpu_cores=num["primary_cpu_cores"], primary_memory_mb=num["primary_memory_mb"],
         capacity_cores=num["capacity_cores"], capacity_memory_mb=num["capacity_memory_mb"],
-        busy=busy, free_storage_gb=num["free_storage_gb"], seq=int(seq_raw),
+        busy=busy, free_storage_gb=num["free_storage_gb"], seq=int(seq_raw), agent_version=version,
     )
 
 
@@ -198,11 +207,15 @@ def parse_report_batch(doc: object, now_s: float, max_future_s: float, max_repor
     return [parse_report(item, f"reports[{i}]", now_s, max_future_s, max_age_s) for i, item in enumerate(items)]
 
 
+MAX_LIST_ITEMS = 10_000  # default of the service's max_list_items (items of one list in a request)
+
+
 def check_place_request(writer: object, replicas: object, excluded: object, block_size: object,
-                        chosen: object = ()) -> tuple[str, int, list[str], int, list[str]]:
+                        chosen: object = (), max_items: int = MAX_LIST_ITEMS) -> tuple[str, int, list[str], int, list[str]]:
     """Arguments of a replica-placement decision (HTTP ``POST /v1/blocks/place`` and gRPC
     ``ChooseTargets``): ``writer`` is a node name or ``""`` / ``None`` (a client outside the cluster);
-    ``chosen``: nodes already holding a replica of the block (re-replication)."""
+    ``chosen``: nodes already holding a replica of the block (re-replication); at most ``max_items``
+    excluded names (the service's ``max_list_items``)."""
     if writer is None or writer == "":
         writer = ""
     else:
@@ -214,6 +227,8 @@ def check_place_request(writer: object, replicas: object, excluded: object, bloc
         raise RequestError(str(exc), exc.field) from None
     if not isinstance(excluded, list | tuple):
         raise RequestError("excluded: must be a list of node names", "excluded")
+    if len(excluded) > max_items:
+        raise RequestError(f"excluded: at most {max_items} node names per request, got {len(excluded)}", "excluded")
     names = [check_name(e, f"excluded[{i}]") for i, e in enumerate(excluded)]
     if not isinstance(chosen, list | tuple):
         raise RequestError("chosen: must be a list of node names (the block's replicas so far)", "chosen")

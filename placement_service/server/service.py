@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from placement_service.atomic import atomic_write_text
+from placement_service.server.agent_versions import AgentVersions
 from placement_service.server.cobusy_store import CobusyState, load_cobusy
 from placement_service.server.config import ServiceConfig
 from placement_service.server.elastic import ELASTIC_CLASS, CapacityLink, ElasticState
@@ -142,6 +143,9 @@ class PlacementService:
         self.insight = Insight(cfg)  # decisions explained, placement quality, strict mode, heartbeats
         self.metrics.add_collector(lambda: self.insight.export_metrics(self.metrics))
         self.metrics.add_collector(lambda: {"harvest_silent_nodes": float(len(self.silent_nodes()))})
+        self.agent_versions = AgentVersions()  # which agent release runs where (GET /v1/agents)
+        self._versions_exported: set[str] = set()
+        self.metrics.add_collector(self._export_agent_versions)
         self.insight.heartbeats.register("compaction", cfg.compact_interval_s)
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = lock_data_dir(cfg.data_dir)  # before touching anything else in it
@@ -334,6 +338,16 @@ class PlacementService:
             self.metrics.inc("harvest_seq_rebuilt_nodes_total", behind)
 
     # -- ingest ----------------------------------------------------------------------------------
+    def _export_agent_versions(self) -> dict[str, float]:
+        """Gauge ``harvest_agents{version=...}``: nodes whose last report came from that release."""
+        counts = self.agent_versions.counts()
+        for gone in self._versions_exported - set(counts):
+            self.metrics.set("harvest_agents", 0.0, version=gone)
+        for version, n in counts.items():
+            self.metrics.set("harvest_agents", float(n), version=version)
+        self._versions_exported = set(counts)
+        return {}
+
     def ingest(self, reports: Sequence[NodeReport]) -> IngestResult:
         """Steps 1-2 of the module docstring (append; wait with ``wal.wait(result.ticket)``).
 
@@ -362,6 +376,8 @@ class PlacementService:
             else:
                 ticket = self.wal.last_ticket()
             acked = {r.node: self._last_seq.get(r.node, 0) for r in reports}
+        for r in reports:
+            self.agent_versions.note(r.node, r.agent_version, r.timestamp)
         return IngestResult(ticket, tuple(stored), duplicates, acked)
 
     def _on_durable(self, first_ticket: int, last_ticket: int, segment_id: int) -> None:
@@ -676,6 +692,7 @@ class PlacementService:
             "elastic": node in self.elastic.nodes,
             "revocations": list(self.revocations_for(node)),
             "last_seq": self._last_seq.get(node, r.seq),
+            "agent_version": self.agent_versions.of(node),
             "last_report": r.to_json(),
             "class_table_version": policy.version,
         }
@@ -765,6 +782,7 @@ class PlacementService:
                     table=table, selection=selection,
                     elastic_nodes=self._lent_elastic(), cobusy=old.cobusy if doc is None else cobusy,
                 )
+                view.prebuild(old.buckets())  # not on the first request of each block size
             gc.freeze()
         finally:
             sys.setswitchinterval(switch_s)

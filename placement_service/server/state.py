@@ -28,6 +28,7 @@ from typing import Any
 
 from placement_service import HarvestError
 from placement_service.server.reports import NodeReport
+from placement_service.sqlite_wal import open_db
 
 CLASS_TABLES_KEPT = 30
 """Class tables kept in ``state.sqlite`` (the newest is the one in use; the others, a month of daily
@@ -77,13 +78,9 @@ class StateStore:
     """A single SQLite connection guarded by a lock (writes are rare and batched)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_db(path, _SCHEMA)  # a damaged file: DamagedStateError naming it
 
     def close(self) -> None:
         with self._lock:

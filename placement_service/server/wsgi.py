@@ -14,9 +14,12 @@ thread). What it does not, and this module adds (each verified by ``tests/server
    on the single acceptor thread (with the socket timeout), so one client that never sends its
    ClientHello stops every other connection for that long. Here the socket is wrapped with
    ``do_handshake_on_connect=False`` and the worker handshakes once the first bytes arrive.
-3. **A connection cap, refusals that answer.** Past ``max_connections`` (bounded by the process's
-   file-handle limit minus a reserve for the log, Parquet and SQLite) a new connection gets an
-   immediate ``503`` in the service's JSON error shape and is closed. When ``accept`` itself fails
+3. **A connection cap, refusals that answer, idle sockets give way.** At ``max_connections``
+   (bounded by the process's file-handle limit minus a reserve for the log, Parquet and SQLite) a
+   new connection first evicts the oldest connection that has not completed a request head for
+   ``EVICT_AFTER_S`` (an idle or half-open socket: a real client sends its head at once); when there
+   is none, it gets an immediate ``503`` in the service's JSON error shape and is closed. So a few
+   hundred idle sockets cannot keep other clients out, even at a low file-handle limit. When ``accept`` itself fails
    for want of descriptors (EMFILE / ENFILE), the acceptor frees a spare descriptor it keeps for
    this, accepts, answers 503 and closes, so clients see a refusal rather than a hang; the ``http``
    health problem says so until an accept succeeds again.
@@ -57,6 +60,7 @@ _PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
 _OUT_OF_HANDLES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _RETRY_ACCEPT = {errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR, errno.ECONNABORTED, errno.EPROTO}
 HANDLE_RESERVE = 64  # descriptors kept for the log, Parquet, SQLite, gRPC and the re-clustering pipes
+EVICT_AFTER_S = 1.0  # at the connection cap, a connection without a complete request head this old gives way
 
 
 def json_error(status: str, message: str, field: str | None = None, retry_after_s: int | None = None) -> bytes:
@@ -160,7 +164,7 @@ class _Manager(connections.ConnectionManager):
                 logger.warning("accept failed: %s", exc)
             return None
         srv.handles_ok()
-        if srv.live_connections >= srv.max_connections:
+        if srv.live_connections >= srv.max_connections and not self._evict_silent():
             srv.refuse(sock, f"too many connections (at most {srv.max_connections}); retry later")
             return None
         os.set_inheritable(sock.fileno(), False)
@@ -180,6 +184,25 @@ class _Manager(connections.ConnectionManager):
         srv.connection_opened()
         self.put(conn)  # to a worker once it has bytes to read
         return None
+
+    def _evict_silent(self) -> bool:
+        """Selector thread, at the cap: close the oldest connection that has had no complete request
+        head for :data:`EVICT_AFTER_S` (never a served keep-alive one, never one in a worker)."""
+        srv = self.server
+        cutoff = time.time() - EVICT_AFTER_S
+        silent = [(conn.last_used, fd, conn) for fd, conn in self._selector.connections  # type: ignore[attr-defined]
+                  if conn is not srv and not conn.served and conn.last_used < cutoff]
+        waiting = [(conn.last_used, -1, conn) for conn in srv._waiting if conn.last_used < cutoff]
+        if not silent and not waiting:
+            return False
+        _, fd, victim = min(silent + waiting, key=lambda t: t[0])
+        if fd >= 0:
+            self._selector.unregister(fd)  # type: ignore[attr-defined]
+        else:
+            srv._waiting.remove(victim)
+        victim.close()
+        srv.evicted_total += 1
+        return True
 
     def _expire(self, threshold: float) -> None:
         del threshold
@@ -216,6 +239,7 @@ class HarvestWSGIServer(wsgi.Server):
         self.ssl_context = ssl_context
         self.live_connections = 0
         self.refused_total = 0
+        self.evicted_total = 0  # silent connections closed to let a new one in at the cap
         self._count_lock = threading.Lock()
         self._on_health = on_health
         self._handles_short = False

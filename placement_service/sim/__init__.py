@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from placement_service.extras import require_extra
+
+require_extra("sim", "the simulator (placement_service.sim)")
+
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -9,7 +9,6 @@ level or replicas), the min / mean / max of those figures over the runs.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -17,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from placement_service import csvsafe
 from placement_service.atomic import atomic_write_text
 
 Record = dict[str, Any]
@@ -72,7 +72,7 @@ def write_results(
             if k not in columns:
                 columns.append(k)
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer = csvsafe.DictWriter(buf, fieldnames=columns, lineterminator="\n")  # formula prefixes escaped
     writer.writeheader()
     for r in records:
         writer.writerow(r)

@@ -46,8 +46,14 @@ def register(subparsers: Any) -> None:
                    help="the utilization times are offsets in seconds (e.g. Azure's t_offset_s): the ISO 8601 "
                    "time (or epoch seconds) of offset 0; default: the times are absolute")
     p.add_argument("--cpu-unit", choices=("auto", "fraction", "percent"), default="auto",
-                   help=f"CPU as 0..1 or 0..100 (auto: percent when any value exceeds "
-                   f"{1.5:g}; the summary says which)")
+                   help="the CPU column as 0..1 or 0..100, decided from all its values (auto, default: fraction "
+                   "when none is above 1, percent when at least 5%% are above 1 and one is above 2; anything "
+                   "else is refused naming the rows). It applies to CPU only")
+    p.add_argument("--memory-unit", choices=("auto", "fraction", "percent"), default="auto",
+                   help="the memory column as 0..1 or 0..100 (auto: the same rule, on memory's own values)")
+    p.add_argument("--allow-any-time", action="store_true",
+                   help="keep sample and reimage times before 1990-01-01 or more than a day after now "
+                   "(default: refused, naming the row: offsets need --offset-start, milliseconds --time-unit ms)")
     p.add_argument("--clip-cpu", action="store_true",
                    help="clip CPU above 100%% (hyperthreading, burst credits) to 100%% and count it; "
                    "default: such a sample is an error naming its row")
@@ -92,6 +98,7 @@ def _import(args: argparse.Namespace) -> int:
         import_reimages,
         import_utilization,
         inventory_from_samples,
+        keep_inventory_servers,
         parse_column_map,
         synthetic_reimages,
         write_import,
@@ -110,7 +117,8 @@ def _import(args: argparse.Namespace) -> int:
     offset_start_s = _epoch_s(args.offset_start) if args.offset_start else 0.0
     opts = ImportOptions(
         offset_start_s=offset_start_s,
-        layout=args.layout, cpu_unit=args.cpu_unit, clip_cpu=args.clip_cpu, time_unit=args.time_unit,
+        layout=args.layout, cpu_unit=args.cpu_unit, memory_unit=args.memory_unit, clip_cpu=args.clip_cpu,
+        time_unit=args.time_unit, allow_any_time=args.allow_any_time,
         utilization_columns=parse_column_map(args.utilization_columns, "utilization"),
         inventory_columns=parse_column_map(args.inventory_columns, "inventory"),
         reimage_columns=parse_column_map(args.reimage_columns, "reimages"),
@@ -124,11 +132,10 @@ def _import(args: argparse.Namespace) -> int:
                                                          if args.inventory_event_log else "")
     tenant_of = dict(zip(inventory.server, inventory.tenant, strict=True)) if inventory is not None else None
     samples = import_utilization(args.utilization, opts, report, tenant_of=tenant_of)
-    dropped_servers = 0
     if inventory is None:
         inventory = inventory_from_samples(samples, opts, report)
     else:
-        samples, dropped_servers = _only_inventory_servers(samples, inventory)
+        samples = keep_inventory_servers(samples, inventory, report)
         names, codes = samples.factorize("server")
         t_names, t_codes = samples.factorize("tenant")
         check_inventory_tenants(args.utilization, names, codes, t_names, t_codes, inventory)
@@ -141,29 +148,61 @@ def _import(args: argparse.Namespace) -> int:
         events = ReimageEvents(timestamp_s=np.empty(0), server=())
         report.reimage_source = "none (no --reimages or --synthetic-reimages: durability will need one)"
     paths = write_import(args.out, samples, inventory, events, fmt=args.format)
-    summary = {**report.as_dict(), "samples_of_servers_not_in_inventory": dropped_servers,
-               "files": {k: str(v) for k, v in paths.items()}}
+    summary = {**report.as_dict(), "samples_of_servers_not_in_inventory": report.dropped["server_not_in_inventory"],
+               "dropped_total": sum(report.dropped.values()), "files": {k: str(v) for k, v in paths.items()}}
     if args.json:
-        print(json.dumps(summary, indent=2, sort_keys=True))
+        print(json.dumps(summary, indent=2, sort_keys=True, allow_nan=False))
         return 0
-    r = report
-    print(f"{args.utilization}: {r.layout} layout, CPU read as {r.cpu_unit}; {r.samples} samples from "
-          f"{r.servers} servers in {r.tenants} tenants, {fmt_time(r.first_s)} to {fmt_time(r.last_s)} (real times kept)")
-    intervals = ", ".join(f"{k} s: {v} servers" for k, v in list(r.interval_s_by_server.items())[:4])
-    print(f"  sampling interval (median per server): {intervals or '-'}")
-    print(f"  {r.empty_cells} empty cells kept as gaps; {r.clipped} samples above 100% clipped"
-          + ("" if args.clip_cpu else " (none allowed without --clip-cpu)"))
-    if dropped_servers:
-        print(f"  {dropped_servers} samples of servers not in the inventory dropped")
+    _print_summary(args, report, paths)
+    return 0
+
+
+_SHOWN = 10  # lines of per-server intervals and per-tenant windows printed (--json has all)
+
+
+def _print_summary(args: argparse.Namespace, r: Any, paths: Any) -> None:
+    from placement_service.traces.importer import DAY_S, DROP_REASONS
+
+    print(f"{args.utilization}: {r.layout} layout; {r.samples} samples from {r.servers} servers in {r.tenants} "
+          f"tenants, {fmt_time(r.first_s)} to {fmt_time(r.last_s)} (real times kept)")
+    print(f"  CPU read as {r.cpu_unit} ({r.cpu_unit_evidence})"
+          + (f"; memory read as {r.memory_unit} ({r.memory_unit_evidence})" if r.memory_unit else ""))
+    by = list(r.interval_s_by_server.items())
+    intervals = ", ".join(f"{k} s: {v} servers" for k, v in by[:_SHOWN])
+    print(f"  sampling interval (median per server): {intervals or '-'}"
+          + (f" and {len(by) - _SHOWN} more distinct intervals (--json lists every server)" if len(by) > _SHOWN else ""))
+    windows = sorted(r.window_by_tenant.items(), key=lambda kv: (kv[1]["first_s"], kv[0]))
+    if r.common_window_s is not None:
+        lo, hi = r.common_window_s
+        common = f"all observed from {fmt_time(lo)} to {fmt_time(hi)} ({(hi - lo) / DAY_S:.1f} days)"
+    else:
+        common = "no time when every tenant was observed (disjoint windows)"
+    if len({(w["first_s"], w["last_s"]) for _n, w in windows}) == 1:
+        print(f"  observation window: the same for every tenant ({len(windows)}): {common}")
+        windows = []
+    else:
+        print(f"  observation window per tenant ({len(windows)} tenants; {common}):")
+    for name, w in windows[:_SHOWN]:
+        print(f"    {name}: {fmt_time(w['first_s'])} to {fmt_time(w['last_s'])} ({w['days']:.1f} days, "
+              f"{w['samples']} samples)")
+    if len(windows) > _SHOWN:
+        print(f"    ... {len(windows) - _SHOWN} more tenants (--json lists every tenant)")
+    print((f"  {r.memory_gaps} samples kept with an empty memory cell (a gap in memory only); " if r.memory_unit
+           else "  ") + f"{r.clipped} samples above 100% clipped" + ("" if args.clip_cpu else
+                                                                     " (none allowed without --clip-cpu)"))
+    total = sum(r.dropped.values())
+    print(f"dropped: {total} rows or cells in all, every one counted here:")
+    for key, reason in DROP_REASONS.items():
+        named = r.dropped_rows.get(key) or []
+        print(f"  {r.dropped[key]} {reason}" + (f": {'; '.join(named)}" + ("; ..." if r.dropped[key] > len(named)
+                                                                          else "") if named else ""))
     print(f"inventory: {r.inventory_servers} servers, {r.inventory_source}"
           + (f" ({r.inventory_rows} rows read)" if r.inventory_rows else ""))
     for name, how in sorted(r.defaults_used.items()):
         print(f"  {name}: {how}")
-    print(f"reimages: {r.reimages} events; {r.reimage_source}"
-          + (f"; {r.reimages_dropped_unknown} events of unknown servers dropped" if r.reimages_dropped_unknown else ""))
+    print(f"reimages: {r.reimages} events; {r.reimage_source}")
     for path in paths.values():
         print(f"wrote {path}")
-    return 0
 
 
 def _epoch_s(text: str) -> float:
@@ -176,26 +215,3 @@ def _epoch_s(text: str) -> float:
         return float(timestamp_s_column("--offset-start", pa.table({"timestamp": pa.array([text.strip()])}))[0])
     except TraceError:
         raise TraceError("--offset-start", f"expected an ISO 8601 time or epoch seconds, got {text!r}") from None
-
-
-def _only_inventory_servers(samples: Any, inventory: Any) -> tuple[Any, int]:
-    from placement_service.traces.columns import categorical
-    from placement_service.traces.io import UtilizationSamples
-
-    names, codes = samples.factorize("server")
-    known = np.isin(names.astype(str), np.asarray(inventory.server, dtype=str))
-    keep = known[codes]
-    dropped = int((~keep).sum())
-    if not dropped:
-        return samples, 0
-    if not keep.any():
-        from placement_service.traces.columns import TraceError
-
-        raise TraceError("--inventory", "no server of the utilization file is in the inventory "
-                         f"(e.g. {str(names[0])!r}); check --inventory-columns server=COLUMN")
-    out = UtilizationSamples(
-        timestamp_s=samples.timestamp_s[keep], server=categorical(names, codes[keep]),
-        tenant=np.asarray(samples.tenant, dtype=object)[keep], cpu=samples.cpu[keep],
-        memory=samples.memory[keep] if samples.memory is not None else None,
-    )
-    return out, dropped

@@ -20,6 +20,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from placement_service import HarvestError
+from placement_service.csvsafe import unescape_table
 
 PathLike = str | os.PathLike[str]
 
@@ -106,6 +107,7 @@ def read_table(path: PathLike, required: Sequence[str], optional: Sequence[str] 
                 names = reader.schema.names
     except (pa.ArrowException, OSError) as exc:
         raise TraceError(p, f"cannot read the {kind} file: {exc}") from None
+    check_unique_columns(p, names)
     missing = [c for c in required if c not in names]
     if missing:
         raise TraceError(
@@ -119,21 +121,37 @@ def read_table(path: PathLike, required: Sequence[str], optional: Sequence[str] 
             return pq.read_table(p, columns=wanted)
         types = {c: pa.string() for c in wanted if c in _STRING_COLUMNS}
         try:
-            return pacsv.read_csv(
+            table = pacsv.read_csv(
                 p, convert_options=pacsv.ConvertOptions(column_types=types, include_columns=wanted)
             )
         except pa.ArrowInvalid:
             # Type inference failed on a later block (e.g. a word in a numeric column): read
             # everything as text and let the per-column conversion find and name the bad row.
             types = {c: pa.string() for c in wanted}
-            return pacsv.read_csv(
+            table = pacsv.read_csv(
                 p,
                 convert_options=pacsv.ConvertOptions(
                     column_types=types, include_columns=wanted
                 ),
             )
+        return unescape_table(table, _STRING_COLUMNS)  # the project's CSV writers escape formula prefixes
     except (pa.ArrowException, OSError) as exc:
         raise TraceError(p, f"cannot read the {kind} file: {exc}") from None
+
+
+def check_unique_columns(path: PathLike, names: Sequence[str]) -> None:
+    """Refuse a header that names a column twice (one line naming each repeated name and its positions)."""
+    positions: dict[str, list[int]] = {}
+    for k, name in enumerate(names, start=1):
+        positions.setdefault(name, []).append(k)
+    repeated = [(n, pos) for n, pos in positions.items() if len(pos) > 1]
+    if repeated:
+        from placement_service.validate import short_join
+
+        listed = short_join((f"{n!r} (columns {', '.join(map(str, pos))})" for n, pos in repeated), max_items=5,
+                            limit=60)
+        raise TraceError(path, f"duplicated column name(s): {listed}; expected each column once (which one "
+                         "holds the data? rename or drop the others)")
 
 
 def first_true(mask: np.ndarray | pa.ChunkedArray | pa.Array) -> int:
@@ -207,12 +225,29 @@ def float_column(path: PathLike, table: pa.Table, name: str, what: str = "a numb
     return values
 
 
-def fraction_column(path: PathLike, table: pa.Table, name: str, *, percent: bool) -> np.ndarray:
-    """A 0..1 fraction column; with ``percent`` the file holds 0..100 and values are divided by 100."""
+def fraction_column(path: PathLike, table: pa.Table, name: str, *, percent: bool, gaps: bool = False) -> np.ndarray:
+    """A 0..1 fraction column; with ``percent`` the file holds 0..100 and values are divided by 100.
+
+    ``gaps``: an empty cell is a gap (NaN) instead of an error (the optional ``memory`` column).
+    """
     top = 100.0 if percent else 1.0
     what = "a number in [0, 100]" if percent else "a number in [0, 1]"
+    empty = None
+    if gaps:
+        col = table.column(name)
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            col = pc.if_else(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0),
+                             pa.scalar(None, col.type), col)
+        if pa.types.is_null(col.type):
+            return np.full(len(col), np.nan)
+        empty = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
+        if empty.any():
+            table = pa.table({name: pc.fill_null(col, pa.scalar("0" if pa.types.is_string(col.type) else 0,
+                                                                 col.type))})
     values = float_column(path, table, name, what)
-    bad = (values < 0.0) | (values > top * (1.0 + _FRACTION_SLACK))
+    if empty is not None and empty.any():
+        values[empty] = np.nan
+    bad = ~np.isnan(values) & ((values < 0.0) | (values > top * (1.0 + _FRACTION_SLACK)))
     if bad.any():
         i = first_true(bad)
         hint = "" if percent or values[i] < 0 or values[i] > 100 else " (use --cpu-percent for 0-100 values)"
@@ -231,9 +266,9 @@ def timestamp_s_column(path: PathLike, table: pa.Table, name: str = "timestamp")
     too_big = np.abs(values) > _MAX_EPOCH_S
     if too_big.any():
         i = first_true(too_big)
+        shown = f"{values[i]:.0f}" if abs(values[i]) < 1e15 else f"{values[i]:g}"  # one short line
         raise TraceError(
-            path, f"expected epoch seconds, got {values[i]:.0f} (milliseconds? divide by 1000)", row=i + 1,
-            column=name,
+            path, f"expected epoch seconds, got {shown} (milliseconds? divide by 1000)", row=i + 1, column=name,
         )
     return values
 

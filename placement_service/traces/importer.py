@@ -9,14 +9,18 @@ Monitoring systems export per-server CPU in one of two layouts, as CSV or Parque
 What this module does that the strict loaders (:mod:`placement_service.traces.io`) refuse:
 
 1. **Gaps stay gaps.** An empty cell (wide) or a row with an empty CPU value (long) is a missing
-   sample, not an error: it is dropped and counted. Tenant series keep long gaps as gaps
+   sample, not an error: it is dropped and counted. An empty memory cell is a gap in memory only
+   (the sample is kept). Tenant series keep long gaps as gaps
    (:func:`placement_service.traces.series.tenant_series`), so a multi-day outage never becomes a
-   flat line. Servers may use different sampling intervals and start on different dates.
+   flat line. Servers may use different sampling intervals and start on different dates. Every
+   dropped row is counted by reason in ``ImportReport.dropped`` (:data:`DROP_REASONS`).
 2. **The real time is kept.** Timestamps are written as given (epoch seconds or ISO 8601, or
-   epoch milliseconds with ``time_unit="ms"``); nothing is moved to a fixed start date.
+   epoch milliseconds with ``time_unit="ms"``); nothing is moved to a fixed start date. Times
+   before 1990 or more than a day after now are refused unless ``allow_any_time``.
 3. **CPU above 100%** (hyperthreading, burst credits): refused by default naming the row; with
-   ``clip_cpu`` clipped to 100% and counted. The unit (fraction 0..1 or percent 0..100) is given
-   or detected (``auto``: percent when any value exceeds 1.5), and the report says which.
+   ``clip_cpu`` clipped to 100% and counted. The unit (fraction 0..1 or percent 0..100) of the
+   CPU and of the memory column is given or decided per column from all its values
+   (:func:`decide_unit`; an ambiguous column is refused naming rows), and the report says which.
 4. **Inventories as event logs** (one row per change of a machine): ``event_log=True`` keeps the
    last row per server (by the mapped ``timestamp`` column when there is one, else file order).
    Missing inventory columns get stated defaults: ``environment`` = the tenant, ``rack`` =
@@ -34,7 +38,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,12 +51,14 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from placement_service.core.types import Inventory, ReimageEvents
+from placement_service.csvsafe import unescape_table
 from placement_service.traces import io
 from placement_service.traces.columns import (
     TraceError,
     categorical,
     check_duplicates,
     check_one_tenant_per_server,
+    check_unique_columns,
     file_kind,
     first_true,
     float_column,
@@ -64,8 +71,21 @@ logger = logging.getLogger(__name__)
 PathLike = str | os.PathLike[str]
 DAY_S = 86400.0
 UNKNOWN_RACK = "unknown-rack"
-# ``auto`` CPU unit: percent when any value is above this (no fraction trace reaches 150%).
-AUTO_PERCENT_ABOVE = 1.5
+# ``auto`` unit of a CPU or memory column: percent when at least this share of its values is above 1
+# and the largest above AUTO_PERCENT_MAX; fraction when none is above 1; anything else is refused.
+AUTO_PERCENT_SHARE = 0.05
+AUTO_PERCENT_MAX = 2.0
+_SLACK = 1e-6  # producer rounding: values up to 1 + 1e-6 are fractions at 100%
+MIN_TIME_S = 631_152_000.0  # 1990-01-01T00:00:00Z: earlier "real" times are offsets or unit mistakes
+FUTURE_SLACK_S = DAY_S  # times may be up to a day after now (clock skew, time zones)
+MAX_NAMED_ROWS = 5  # rows named per drop reason or ambiguity
+DROP_REASONS = {
+    "empty_cpu": "utilization samples with an empty CPU cell (missing samples: the series keeps the gap)",
+    "server_not_in_inventory": "utilization samples of servers not in the inventory",
+    "inventory_superseded": "inventory rows replaced by a later row of the same server (--inventory-event-log)",
+    "reimage_server_not_in_inventory": "reimage events of servers not in the inventory",
+    "reimage_duplicate": "reimage lines repeating an earlier (server, time)",
+}
 _CONTRACT = {
     "utilization": ("timestamp", "server", "cpu", "tenant", "memory"),
     "inventory": ("server", "tenant", "environment", "rack", "cores", "memory_mb", "storage_gb",
@@ -79,8 +99,11 @@ class ImportOptions:
     """How to read the user's files. Column maps are ``contract name -> the file's column name``."""
 
     layout: str = "auto"  # long | wide | auto (long when server/cpu are mapped or columns of those names exist)
-    cpu_unit: str = "auto"  # fraction | percent | auto
+    cpu_unit: str = "auto"  # fraction | percent | auto (the CPU column only)
+    memory_unit: str = "auto"  # fraction | percent | auto (the memory column only)
     clip_cpu: bool = False
+    allow_any_time: bool = False  # keep times before 1990 or more than a day after now
+    now_s: float | None = None  # the clock of the "after now + 1 day" check (None: time.time())
     time_unit: str = "s"  # s | ms (numeric timestamps only)
     utilization_columns: Mapping[str, str] = field(default_factory=dict)
     inventory_columns: Mapping[str, str] = field(default_factory=dict)
@@ -96,14 +119,24 @@ class ImportReport:
 
     layout: str = ""
     cpu_unit: str = ""
+    cpu_unit_evidence: str = ""
+    memory_unit: str = ""
+    memory_unit_evidence: str = ""
     samples: int = 0
     servers: int = 0
     tenants: int = 0
-    empty_cells: int = 0
+    empty_cells: int = 0  # empty CPU cells (missing samples)
+    memory_gaps: int = 0  # samples kept with an empty memory cell (a gap in memory only)
     clipped: int = 0
     first_s: float = 0.0
     last_s: float = 0.0
     interval_s_by_server: dict[str, int] = field(default_factory=dict)  # median interval -> servers
+    interval_s_per_server: dict[str, float] = field(default_factory=dict)  # server -> median interval
+    window_by_tenant: dict[str, dict[str, float]] = field(default_factory=dict)  # first_s, last_s, days, samples
+    common_window_s: tuple[float, float] | None = None  # when every tenant was observed (None: no such time)
+    # Every dropped row, by reason (DROP_REASONS; 0 when none), with the first rows (or servers) named.
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
+    dropped_rows: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in DROP_REASONS})
     inventory_rows: int = 0
     inventory_servers: int = 0
     inventory_source: str = ""
@@ -146,15 +179,18 @@ def read_any(path: PathLike, text_columns: tuple[str, ...] = ()) -> pa.Table:
         raise TraceError(p, "no such file" if not p.exists() else "not a regular file")
     try:
         if kind == "parquet":
+            check_unique_columns(p, pq.read_schema(p).names)
             return pq.read_table(p)
         with pacsv.open_csv(p) as reader:
             names = reader.schema.names
+        check_unique_columns(p, names)
         types = {c: pa.string() for c in text_columns if c in names}
         try:
-            return pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(column_types=types))
+            table = pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(column_types=types))
         except pa.ArrowInvalid:
             # Inference failed on a later block: read all as text, let the column checks name the row.
-            return pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string())))
+            table = pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string())))
+        return unescape_table(table)  # the project's CSV writers escape formula prefixes (csvsafe)
     except (pa.ArrowException, OSError) as exc:
         raise TraceError(p, f"cannot read the {kind} file: {exc}") from None
 
@@ -209,7 +245,13 @@ def _numbers_with_gaps(path: PathLike, table: pa.Table, name: str) -> np.ndarray
 def import_utilization(
     path: PathLike, opts: ImportOptions, report: ImportReport, tenant_of: Mapping[str, str] | None = None
 ) -> io.UtilizationSamples:
-    """Read a long or wide utilization export into samples (fractions, real times, gaps dropped)."""
+    """Read a long or wide utilization export into samples (fractions, real times, gaps dropped).
+
+    Steps: 1. read and map the columns (duplicated names refused); 2. times in the plausible range;
+    3. an empty CPU cell is a missing sample (dropped, counted, the first rows named), an empty
+    memory cell a gap in the memory column only (the sample is kept); 4. CPU and memory units
+    decided per column from all values (:func:`decide_unit`); 5. ranges; 6. tenants; 7. summary.
+    """
     mapping = dict(opts.utilization_columns)
     table = read_any(path, text_columns=tuple(mapping.get(c, c) for c in ("server", "tenant")))
     layout = opts.layout
@@ -218,9 +260,13 @@ def import_utilization(
         mapped_long = any(k in mapping for k in ("server", "cpu", "tenant", "memory"))
         layout = "long" if mapped_long or ("server" in names and "cpu" in names) else "wide"
     report.layout = layout
+    if table.num_rows == 0:
+        raise TraceError(path, "no data rows: expected at least one sample after the header")
+    memory: np.ndarray | None
     if layout == "long":
         table = _renamed(path, table, mapping, ("timestamp", "server", "cpu"))
         ts = _times(path, table, opts.time_unit) + opts.offset_start_s
+        check_time_range(path, ts, opts, column=mapping.get("timestamp", "timestamp"))
         server_names, server_codes = string_column(path, table, "server")
         cpu = _numbers_with_gaps(path, table, "cpu")
         memory = _numbers_with_gaps(path, table, "memory") if "memory" in table.column_names else None
@@ -235,6 +281,7 @@ def import_utilization(
         if not servers:
             raise TraceError(path, "wide layout: expected a time column and at least one server column")
         times = _times(path, pa.table({"timestamp": table.column(time_col)}), opts.time_unit) + opts.offset_start_s
+        check_time_range(path, times, opts, column=time_col)
         cols = [_numbers_with_gaps(path, table, c) for c in servers]
         n = len(times)
         ts = np.tile(times, len(servers))
@@ -244,34 +291,54 @@ def import_utilization(
         memory, tenant = None, None
         rows = np.tile(np.arange(n) + 1, len(servers))
         cpu_column = None  # the column is the server's
-    # 1. Gaps: empty CPU cells are missing samples.
+
+    def where(i: int) -> str:
+        """Sample i for a message: long ``row 17 (server 's1')``, wide ``row 17, column 's1'``."""
+        server = str(server_names[server_codes[i]])
+        return f"row {int(rows[i])}" + (f" (server {server!r})" if cpu_column else f", column {server!r}")
+
+    def at(i: int, column: str | None = None) -> dict[str, Any]:
+        """Sample i as TraceError's row and column."""
+        return {"row": int(rows[i]), "column": column or cpu_column or str(server_names[server_codes[i]])}
+
+    # 1. Gaps: an empty CPU cell is a missing sample; an empty memory cell is a gap in memory only.
     keep = np.isfinite(cpu)
     report.empty_cells = int((~keep).sum())
-    # 2. Unit and range.
-    seen = cpu[keep]
-    unit = opts.cpu_unit
-    if unit == "auto":
-        unit = "percent" if seen.size and float(seen.max()) > AUTO_PERCENT_ABOVE else "fraction"
+    report.dropped["empty_cpu"] = report.empty_cells
+    report.dropped_rows["empty_cpu"] = [where(int(i)) for i in np.flatnonzero(~keep)[:MAX_NAMED_ROWS]]
+    # 2. Units, decided per column from all its values; a unit flag never rescales another column.
+    unit, report.cpu_unit_evidence = decide_unit(path, cpu, keep, opts.cpu_unit, "--cpu-unit", where, at)
     report.cpu_unit = unit
     scale = 100.0 if unit == "percent" else 1.0
     cpu = cpu / scale
     negative = keep & (cpu < 0)
     if negative.any():
         i = first_true(negative)
-        raise TraceError(path, f"expected a CPU value >= 0, got {cpu[i] * scale:g}", row=int(rows[i]),
-                         column=cpu_column or str(server_names[server_codes[i]]))
-    over = keep & (cpu > 1.0 + 1e-6)
+        raise TraceError(path, f"expected a CPU value >= 0, got {cpu[i] * scale:g}", **at(i))
+    over = keep & (cpu > 1.0 + _SLACK)
     if over.any() and not opts.clip_cpu:
         i = first_true(over)
         raise TraceError(
             path, f"CPU {cpu[i] * scale:g} is above 100% ({unit}); pass --clip-cpu to clip such samples to 100% "
-            "(they are counted)", row=int(rows[i]), column=cpu_column or str(server_names[server_codes[i]]),
+            f"(they are counted; {int(over.sum())} such samples)", **at(i),
         )
     report.clipped = int(over.sum())
     cpu = np.minimum(cpu, 1.0)
     if memory is not None:
-        memory = np.clip(memory / scale, 0.0, 1.0)
-        keep &= np.isfinite(memory)
+        mem_column = mapping.get("memory", "memory")
+        has_mem = keep & np.isfinite(memory)
+        report.memory_gaps = int((keep & ~has_mem).sum())
+        m_unit, report.memory_unit_evidence = decide_unit(
+            path, memory, has_mem, opts.memory_unit, "--memory-unit", where, lambda i: at(i, mem_column))
+        report.memory_unit = m_unit
+        m_scale = 100.0 if m_unit == "percent" else 1.0
+        memory = memory / m_scale
+        bad = has_mem & ((memory < 0) | (memory > 1.0 + _SLACK))
+        if bad.any():
+            i = first_true(bad)
+            raise TraceError(path, f"expected memory in [0, {m_scale:g}] ({m_unit}), got {memory[i] * m_scale:g}",
+                             **at(i, mem_column))
+        memory = np.where(has_mem, np.clip(memory, 0.0, 1.0), np.nan)
     ts, server_codes, cpu = ts[keep], server_codes[keep], cpu[keep]
     memory = memory[keep] if memory is not None else None
     if not len(ts):
@@ -291,11 +358,75 @@ def import_utilization(
         timestamp_s=ts[order], server=categorical(server_names, server_codes[order]), tenant=tenant_arr[order],
         cpu=cpu[order], memory=memory[order] if memory is not None else None,
     )
-    _describe(samples, report)
+    describe(samples, report)
     return samples
 
 
-def _describe(samples: io.UtilizationSamples, report: ImportReport) -> None:
+def decide_unit(
+    path: PathLike, values: np.ndarray, seen: np.ndarray, given: str, flag: str,
+    where: Callable[[int], str], at: Callable[[int], dict[str, Any]],
+) -> tuple[str, str]:
+    """(unit, why): ``fraction`` (0..1) or ``percent`` (0..100) for one column, from all its values.
+
+    ``given`` other than ``auto`` wins. ``auto``: fraction when every value is at most 1; percent
+    when at least ``AUTO_PERCENT_SHARE`` of the values are above 1 and the largest is above
+    ``AUTO_PERCENT_MAX``; anything else (a few values above 1 in a column of fractions, or a
+    column of percents of nearly idle servers) is ambiguous and refused, naming the rows.
+    """
+    idx = np.flatnonzero(seen)
+    v = values[idx]
+    if given != "auto":
+        return given, f"given ({flag} {given})"
+    over = v > 1.0 + _SLACK
+    k, n = int(over.sum()), int(v.size)
+    if k == 0:
+        return "fraction", f"auto: all {n} values are in [0, 1]"
+    share, top = k / n, float(v.max())
+    if share >= AUTO_PERCENT_SHARE and top > AUTO_PERCENT_MAX:
+        return "percent", f"auto: {k} of {n} values ({share:.0%}) are above 1, up to {top:g}"
+    named = idx[over][:MAX_NAMED_ROWS]
+    examples = "; ".join(f"{where(int(i))}: {values[i]:g}" for i in named)
+    raise TraceError(
+        path, f"{flag} auto cannot tell fractions from percent: {k} of {n} values ({share:.2%}) are above 1 "
+        f"(up to {top:g}: {examples}{'; ...' if k > len(named) else ''}) and the rest are in [0, 1] "
+        f"(auto reads percent only when at least {AUTO_PERCENT_SHARE:.0%} of the values are above 1 and one is "
+        f"above {AUTO_PERCENT_MAX:g}); say which with {flag} fraction (values above 1 are then above 100%) or "
+        f"{flag} percent", **at(int(named[0])),
+    )
+
+
+def check_time_range(path: PathLike, ts: np.ndarray, opts: ImportOptions, *, column: str,
+                     rows: np.ndarray | None = None) -> None:
+    """Sample and event times from 1990-01-01 to now + 1 day, unless ``opts.allow_any_time``."""
+    if opts.allow_any_time or not len(ts):
+        return
+    now_s = time.time() if opts.now_s is None else opts.now_s
+    hi = now_s + FUTURE_SLACK_S
+    early, late = ts < MIN_TIME_S, ts > hi
+    bad = early | late
+    if not bad.any():
+        return
+    i = first_true(bad)
+    row = int(rows[i]) if rows is not None else i + 1
+    what = ("before 1990-01-01" if early[i] else f"more than a day after now ({_iso(now_s)})")
+    hint = ("offsets from a start time? give --offset-start TIME; " if early[i] and opts.offset_start_s == 0.0
+            else "") + ("milliseconds? --time-unit ms; " if opts.time_unit == "s" and late[i] else "")
+    raise TraceError(
+        path, f"time {_iso(float(ts[i]))} ({ts[i]:.0f}) is {what}: expected real times from 1990-01-01 to now + "
+        f"1 day ({int(bad.sum())} of {len(ts)} times are outside; {hint}pass --allow-any-time to keep them)",
+        row=row, column=column,
+    )
+
+
+def _iso(t: float) -> str:
+    try:
+        return f"{np.datetime64(int(t), 's')}Z"
+    except (OverflowError, ValueError):
+        return f"{t:g}"
+
+
+def describe(samples: io.UtilizationSamples, report: ImportReport) -> None:
+    """Counts, the time span, each server's median sampling interval, each tenant's window."""
     names, codes = samples.factorize("server")
     report.samples = len(samples)
     report.servers = len(names)
@@ -305,15 +436,60 @@ def _describe(samples: io.UtilizationSamples, report: ImportReport) -> None:
     # Median sampling interval per server (samples are sorted by server, then time).
     same = codes[1:] == codes[:-1]
     dt = np.diff(samples.timestamp_s)[same]
-    by: dict[str, int] = {}
+    per_server: dict[str, float] = {}
     if dt.size:
         who = codes[1:][same]
         order = np.argsort(who, kind="stable")
         bounds = np.flatnonzero(np.diff(who[order])) + 1
-        for part in np.split(dt[order], bounds):
-            key = f"{float(np.median(part)):g}"
-            by[key] = by.get(key, 0) + 1
+        for code, part in zip(who[order][np.r_[0, bounds]], np.split(dt[order], bounds), strict=True):
+            per_server[str(names[code])] = float(np.median(part))
+    by: dict[str, int] = {}
+    for value in per_server.values():
+        key = f"{value:g}"
+        by[key] = by.get(key, 0) + 1
     report.interval_s_by_server = dict(sorted(by.items(), key=lambda kv: -kv[1]))
+    report.interval_s_per_server = dict(sorted(per_server.items()))
+    # Each tenant's observation window: its first and last sample, and how many samples.
+    t_names, t_codes = samples.factorize("tenant")
+    first = np.full(len(t_names), np.inf)
+    last = np.full(len(t_names), -np.inf)
+    np.minimum.at(first, t_codes, samples.timestamp_s)
+    np.maximum.at(last, t_codes, samples.timestamp_s)
+    count = np.bincount(t_codes, minlength=len(t_names))
+    report.window_by_tenant = {
+        str(t): {"first_s": float(first[k]), "last_s": float(last[k]), "days": float((last[k] - first[k]) / DAY_S),
+                 "samples": int(count[k])}
+        for k, t in enumerate(t_names)
+    }
+    report.common_window_s = ((float(first.max()), float(last.min())) if len(t_names) and first.max() <= last.min()
+                              else None)
+
+
+def keep_inventory_servers(samples: io.UtilizationSamples, inventory: Inventory,
+                           report: ImportReport) -> io.UtilizationSamples:
+    """The samples of the inventory's servers; the others are dropped and counted (servers named)."""
+    names, codes = samples.factorize("server")
+    known = np.isin(names.astype(str), np.asarray(inventory.server, dtype=str))
+    keep = known[codes]
+    dropped = int((~keep).sum())
+    report.dropped["server_not_in_inventory"] = dropped
+    report.dropped_rows["server_not_in_inventory"] = [
+        f"server {str(s)!r}: {int(c)} samples" for s, c in
+        zip(names[~known][:MAX_NAMED_ROWS], np.bincount(codes, minlength=len(names))[~known][:MAX_NAMED_ROWS],
+            strict=True)
+    ]
+    if not dropped:
+        return samples
+    if not keep.any():
+        raise TraceError("--inventory", "no server of the utilization file is in the inventory "
+                         f"(e.g. {str(names[0])!r}); check --inventory-columns server=COLUMN")
+    out = io.UtilizationSamples(
+        timestamp_s=samples.timestamp_s[keep], server=categorical(names, codes[keep]),
+        tenant=np.asarray(samples.tenant, dtype=object)[keep], cpu=samples.cpu[keep],
+        memory=samples.memory[keep] if samples.memory is not None else None,
+    )
+    describe(out, report)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -336,6 +512,11 @@ def import_inventory(path: PathLike, opts: ImportOptions, report: ImportReport) 
             order = np.argsort(_times(path, table, opts.time_unit), kind="stable")
         last = np.full(len(names), -1, dtype=np.int64)
         last[codes[order]] = order  # later rows overwrite earlier ones
+        superseded = np.ones(len(codes), dtype=bool)
+        superseded[last] = False
+        report.dropped["inventory_superseded"] = int(superseded.sum())
+        report.dropped_rows["inventory_superseded"] = [
+            f"row {int(i) + 1} (server {str(names[codes[i]])!r})" for i in np.flatnonzero(superseded)[:MAX_NAMED_ROWS]]
         table = table.take(pa.array(np.sort(last)))
         names, codes = string_column(path, table, "server")
     elif len(codes) != len(names):
@@ -410,18 +591,26 @@ def import_reimages(path: PathLike, opts: ImportOptions, inventory: Inventory, r
     table = _renamed(path, read_any(path, text_columns=(opts.reimage_columns.get("server", "server"),)),
                      opts.reimage_columns, ("timestamp", "server"))
     ts = _times(path, table, opts.time_unit)
+    check_time_range(path, ts, opts, column=opts.reimage_columns.get("timestamp", "timestamp"))
     names, codes = string_column(path, table, "server")
     known = np.isin(names.astype(str), np.asarray(inventory.server, dtype=str))
     keep = known[codes]
     report.reimages_dropped_unknown = int((~keep).sum())
+    report.dropped["reimage_server_not_in_inventory"] = report.reimages_dropped_unknown
+    report.dropped_rows["reimage_server_not_in_inventory"] = [
+        f"row {int(i) + 1} (server {str(names[codes[i]])!r})" for i in np.flatnonzero(~keep)[:MAX_NAMED_ROWS]]
     if report.reimages_dropped_unknown:
         logger.warning("%s: %d reimage events name servers not in the inventory; dropped",
                        path, report.reimages_dropped_unknown)
+    file_rows = np.flatnonzero(keep)
     ts, codes = ts[keep], codes[keep]
     # The same server twice at one instant is one event (logs often repeat a line).
-    order = np.lexsort((ts, codes))
+    order = np.lexsort((file_rows, ts, codes))
     dup = np.zeros(len(order), dtype=bool)
     dup[1:] = (codes[order][1:] == codes[order][:-1]) & (ts[order][1:] == ts[order][:-1])
+    report.dropped["reimage_duplicate"] = int(dup.sum())
+    report.dropped_rows["reimage_duplicate"] = [
+        f"row {int(file_rows[i]) + 1} (server {str(names[codes[i]])!r})" for i in np.sort(order[dup])[:MAX_NAMED_ROWS]]
     order = order[~dup]
     order = order[np.argsort(ts[order], kind="stable")]
     events = ReimageEvents(timestamp_s=ts[order], server=tuple(str(s) for s in names[codes[order]]))

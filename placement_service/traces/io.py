@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from placement_service.core.types import Inventory, ReimageEvents
+from placement_service.csvsafe import write_arrow_csv
 from placement_service.traces.columns import (
     TraceError,
     categorical,
@@ -81,7 +81,8 @@ class UtilizationSamples:
     ``server`` / ``tenant`` / ``environment`` are numpy arrays of ``str`` (dtype object when read or
     generated: each row points at one shared string per distinct name, 8 bytes a row instead of 4
     bytes per character); ``cpu`` and ``memory`` are float64 fractions (0..1). ``memory`` and
-    ``environment`` are None when the file has no such column. Rows keep the file order.
+    ``environment`` are None when the file has no such column; a NaN ``memory`` is a gap (an empty cell:
+the sample's CPU is known, its memory is not). Rows keep the file order.
     """
 
     timestamp_s: np.ndarray
@@ -159,7 +160,7 @@ def load_utilization(
     table = table.drop_columns(["cpu"])
     memory = None
     if "memory" in table.column_names:
-        memory = fraction_column(path, table, "memory", percent=cpu_percent)
+        memory = fraction_column(path, table, "memory", percent=cpu_percent, gaps=True)  # empty: a gap (NaN)
         table = table.drop_columns(["memory"])
     env: tuple[np.ndarray, np.ndarray] | None = None
     if "environment" in table.column_names:
@@ -278,7 +279,7 @@ def _stage(table: pa.Table, path: PathLike) -> str:
             )
             compression = "gzip" if p.name.lower().endswith(".gz") else None
             with pa.output_stream(tmp, compression=compression) as out:
-                pacsv.write_csv(plain, out)
+                write_arrow_csv(plain, out)  # formula prefixes escaped (placement_service/csvsafe.py)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
     except BaseException:
@@ -343,7 +344,7 @@ def utilization_table(samples: UtilizationSamples) -> pa.Table:
         "cpu": pa.array(np.asarray(samples.cpu, dtype=np.float64)),
     }
     if samples.memory is not None:
-        cols["memory"] = pa.array(np.asarray(samples.memory, dtype=np.float64))
+        cols["memory"] = pa.array(np.asarray(samples.memory, dtype=np.float64), from_pandas=True)  # NaN: empty
     if samples.environment is not None:
         cols["environment"] = _dict_array(samples, "environment")
     return pa.table(cols)

@@ -23,6 +23,7 @@ import pytest
 from agent.config import load_config
 from agent.report import Report
 from agent.runtime import Agent
+from placement_service import __version__
 from tests.agent.agent_proc import ROOT
 from tests.agent.procs import wait_until
 
@@ -119,3 +120,7 @@ def test_real_service_killed_and_restarted_counts_every_report_once(service, tmp
     created = int((tmp_path / "state" / "seq").read_text())
     assert service.node_last_seq("agent-node-1") == created
     assert service.stored_reports("agent-tenant") == created, "each report stored exactly once"
+    with urllib.request.urlopen(f"http://127.0.0.1:{service.http}/v1/agents", timeout=10) as answer:
+        agents = json.load(answer)
+    assert agents["versions"] == {__version__: 1}  # the release reached the service over gRPC
+    assert agents["nodes"]["agent-node-1"]["version"] == __version__

@@ -184,6 +184,40 @@ def _limit_nofile(n: int) -> Any:
     return apply
 
 
+def _served_sockets(url: str, n: int) -> list[socket.socket]:
+    """Up to ``n`` keep-alive connections that each completed one request (refused ones are closed)."""
+    out = []
+    for s in _idle_sockets(url, n):
+        try:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = s.recv(65536)
+        except OSError:
+            head = b""
+        if head.startswith(b"HTTP/1.1 200"):
+            out.append(s)
+        else:
+            s.close()
+    return out
+
+
+def test_silent_sockets_give_way_to_new_clients_at_the_connection_cap(tmp_path: Path) -> None:
+    srv = start_server(tmp_path / "data", preexec_fn=_limit_nofile(128))  # cap: 128 - 64 = 64 connections
+    silent: list[socket.socket] = []
+    try:
+        silent = _idle_sockets(srv.http, 100)
+        for s in silent[:20]:
+            s.send(b"GET /heal")  # half-open: part of a request line, then nothing
+        time.sleep(1.5)  # older than wsgi.EVICT_AFTER_S
+        for _ in range(5):
+            status, doc = _raw_request(srv.http, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert status == 200, doc
+        assert srv.metric("harvest_http_connections_evicted") >= 1
+    finally:
+        for s in silent:
+            s.close()
+        srv.stop()
+
+
 def _post_on(conn: http.client.HTTPConnection, path: str, body: Any) -> tuple[int, Any]:
     conn.request("POST", path, body=json.dumps(body).encode(),
                  headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
@@ -200,8 +234,9 @@ def test_file_handle_limit_refuses_with_503_and_recovers(tmp_path: Path) -> None
         now = time.time()
         assert _post_on(keep, "/v1/reports", {"reports": [report("fd-a", "fd-t", now, seq=1)]})[0] == 202
 
-        # 1. HTTP flood: past the connection cap new connections get a JSON 503 at once.
-        held = _idle_sockets(srv.http, 200)
+        # 1. HTTP flood of keep-alive clients (each served once, so none gives way): past the
+        # connection cap new connections get a JSON 503 at once.
+        held = _served_sockets(srv.http, 200)
         status, doc = _raw_request(srv.http, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert status == 503 and "connections" in doc["error"]["message"]
         for s in held:

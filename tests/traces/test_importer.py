@@ -137,7 +137,7 @@ def test_reimage_log_longer_than_the_window_is_kept_whole(tmp_path, capsys):
 )
 def test_bad_flags_name_what_is_wrong(tmp_path, capsys, extra, needle):
     src = tmp_path / "cpu.csv"
-    src.write_text("timestamp,server,cpu\n1,s1,0.5\n")
+    src.write_text(f"timestamp,server,cpu\n{T0},s1,0.5\n")
     assert main(["import", "--utilization", str(src), *DEFAULTS, *extra, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
@@ -145,7 +145,7 @@ def test_bad_flags_name_what_is_wrong(tmp_path, capsys, extra, needle):
 
 def test_text_in_a_cpu_cell_names_the_row(tmp_path, capsys):
     src = tmp_path / "cpu.csv"
-    src.write_text("timestamp,server,cpu\n1,s1,0.5\n2,s1,\n3,s1,high\n")
+    src.write_text(f"timestamp,server,cpu\n{T0},s1,0.5\n{T0 + 1},s1,\n{T0 + 2},s1,high\n")
     assert main(["import", "--utilization", str(src), *DEFAULTS, "--out", str(tmp_path / "o")]) == 2
     assert "row 3" in capsys.readouterr().err
 

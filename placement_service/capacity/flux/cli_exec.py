@@ -55,7 +55,12 @@ def register(sub: Any) -> None:
     q.add_argument("--ledger", required=True)
     q.set_defaults(func=_orchestrate)
     q = lsub.add_parser(
-        "add", help="add events from a JSON file ([{id, kind, timestamp, payload, antecedents}])"
+        "add", help="add events from a JSON file: a list [{id, kind, timestamp, payload, antecedents, review, "
+        "note}, ...] or an object {\"events\": [...]}",
+        description="Add a batch of events atomically (all or nothing). The file holds a JSON list of events or "
+                    "an object whose only key is \"events\" (a list). Each event: id (text), kind (resize, shift, "
+                    "supply, manual), timestamp (epoch seconds, 0 to 2100-01-01), payload (object, default {}), "
+                    "antecedents (ids in the ledger or the batch; no cycles), review (bool), note (text).",
     )
     q.add_argument("--ledger", required=True)
     q.add_argument("--events", required=True)
@@ -88,6 +93,8 @@ def _report(rep: Any) -> None:
         print(f"  FAILED: {eid}: {note}")
     for eid in rep.held_for_review[:20]:
         print(f"  held for review: {eid}")
+    for cycle in rep.cycles[:20]:
+        print(f"  never ready, waiting for itself: cycle: {' -> '.join(repr(e) for e in cycle)}")
 
 
 def _execute(args: argparse.Namespace) -> int:
@@ -113,7 +120,7 @@ def _execute(args: argparse.Namespace) -> int:
         rep = _run(ledger, set(args.fail_event)) if args.auto_complete else ledger.orchestrate()
         _report(rep)
         print(json.dumps(ledger.counts(), sort_keys=True))
-    return 1 if rep.failed else 0
+    return 1 if rep.failed or rep.cycles else 0
 
 
 def _run(ledger: Any, fail: set[str]) -> Any:
@@ -140,7 +147,7 @@ def _run_cmd(args: argparse.Namespace) -> int:
         rep = _run(ledger, set(args.fail_event))
         _report(rep)
         print(json.dumps(ledger.counts(), sort_keys=True))
-    return 1 if rep.failed else 0
+    return 1 if rep.failed or rep.cycles else 0
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -148,7 +155,7 @@ def _list(args: argparse.Namespace) -> int:
 
     with Ledger(args.ledger) as ledger:
         for ev in ledger.events(args.state):
-            print(json.dumps(ev, sort_keys=True))
+            print(json.dumps(ev, sort_keys=True, allow_nan=False))
     return 0
 
 
@@ -173,17 +180,13 @@ def _orchestrate(args: argparse.Namespace) -> int:
     with Ledger(args.ledger) as ledger:
         rep = ledger.orchestrate()
         _report(rep)
-    return 1 if rep.failed else 0
+    return 1 if rep.failed or rep.cycles else 0
 
 
 def _add(args: argparse.Namespace) -> int:
-    from placement_service.capacity.flux import FluxError
-    from placement_service.capacity.flux.io import load_json
-    from placement_service.capacity.flux.ledger import Ledger
+    from placement_service.capacity.flux.ledger import Ledger, load_events
 
-    events = load_json(args.events)
-    if not isinstance(events, list):
-        raise FluxError(f"{args.events}: expected a list of events")
+    events = load_events(args.events)
     with Ledger(args.ledger) as ledger:
         n = ledger.add(events, writer=args.writer, source=str(args.events))
     print(f"{args.ledger}: added {n} events")
@@ -191,8 +194,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _to_ras(args: argparse.Namespace) -> int:
-    import csv
-
+    from placement_service import csvsafe
     from placement_service.atomic import atomic_path
     from placement_service.capacity.flux import handoff
     from placement_service.capacity.flux.io import load_json, write_json
@@ -205,7 +207,7 @@ def _to_ras(args: argparse.Namespace) -> int:
     if args.inventory_out:
         inv_cols = handoff.inventory(doc, args.region, args.t, msbs=args.msbs)
         with atomic_path(args.inventory_out, suffix=".csv") as tmp, open(tmp, "w", newline="") as fh:
-            w = csv.writer(fh)
+            w = csvsafe.writer(fh)
             w.writerow(list(inv_cols))
             w.writerows(zip(*inv_cols.values(), strict=True))
         print(f"{args.inventory_out}: {len(inv_cols['server'])} servers")

@@ -4,28 +4,36 @@ An event is a timestamped, proposed capacity change (``resize``, ``shift``, ``su
 written by some writer (Flux, an operator, another planner), with antecedents (events that must
 succeed first). States: ``proposed -> active -> succeeded | failed``. Rules:
 1. events are added in one transaction per batch; an antecedent must exist in the ledger or in the
-   batch, otherwise nothing of the batch is written;
+   batch, otherwise nothing of the batch is written; a batch whose antecedents form a cycle (an event
+   waiting for itself, directly or through others) is refused naming the cycle; timestamps are epoch
+   seconds in [0, 2100-01-01) and payloads finite JSON;
 2. ``orchestrate`` activates a proposed event only when every antecedent succeeded and, if the
    event needs review, an operator approved it; it reports events held for review and events
    blocked by a failed antecedent (directly or through a chain), never skipping them;
 3. only an active event may succeed or fail (the systems that execute them report back);
 4. ``future_events`` (proposed / active / succeeded, oldest first) feed the next plan's baseline.
 Several processes may write at once: every write is a ``BEGIN IMMEDIATE`` transaction, and SQLite
-waits up to ``busy_timeout_s`` for the writer lock.
+waits up to ``busy_timeout_s`` for the writer lock. Every SQLite failure (a damaged page, a file
+that is not a database, a lock held too long) is a :class:`FluxError` naming the file.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from placement_service.capacity.flux import FluxError
+from placement_service.validate import MAX_EPOCH_S
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 KINDS = ("resize", "shift", "supply", "manual")
 STATES = ("proposed", "active", "succeeded", "failed")
@@ -60,6 +68,110 @@ class OrchestrationReport:
     held_for_review: tuple[str, ...]
     blocked: tuple[tuple[str, str], ...]  # (event, the failed event that blocks it)
     failed: tuple[tuple[str, str], ...]  # (event, note)
+    cycles: tuple[tuple[str, ...], ...] = ()  # proposed events waiting for themselves (a -> b -> a)
+
+
+def load_events(path: str | Path) -> list[Any]:
+    """An event file for ``ledger add``: a JSON list of events, or an object ``{"events": [...]}``."""
+    from placement_service.validate import InputError, load_json_file
+
+    try:
+        doc = load_json_file(path, "event file")
+    except InputError as exc:
+        raise FluxError(str(exc)) from None
+    shape = 'expected a JSON list of events or an object {"events": [...]}'
+    if isinstance(doc, dict):
+        extra = sorted(k for k in doc if k != "events")
+        if extra:
+            raise FluxError(f"{path}: unknown key {extra[0]!r}; {shape}")
+        if "events" not in doc:
+            raise FluxError(f"{path}: no 'events' key; {shape}")
+        doc = doc["events"]
+        if not isinstance(doc, list):
+            raise FluxError(f"{path}: 'events' must be a list, got {type(doc).__name__}")
+    if not isinstance(doc, list):
+        raise FluxError(f"{path}: {shape}, got {type(doc).__name__}")
+    return doc
+
+
+def _db_errors(method: _F) -> _F:
+    """Turn any SQLite failure inside a ledger method into one :class:`FluxError` naming the file."""
+
+    @functools.wraps(method)
+    def wrapper(self: Ledger, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise FluxError(_db_message(self.path, exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _db_message(path: str, exc: sqlite3.DatabaseError) -> str:
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+        return f"{path}: the ledger is locked by another writer ({text}); try again"
+    return (f"{path}: the ledger database is damaged or not a ledger ({text}); restore it from a "
+            "backup or start a new ledger file")
+
+
+def find_cycle(deps: Mapping[str, Sequence[str]]) -> list[str] | None:
+    """One cycle of the antecedent graph as ``[a, b, ..., a]`` (a waits for b ...), or None.
+
+    Iterative depth-first search (white / grey / black), nodes and edges in sorted order so the
+    reported cycle is the same on every run.
+    """
+    colour: dict[str, int] = {}
+    for start in sorted(deps):
+        if colour.get(start):
+            continue
+        path = [start]
+        stack = [iter(sorted(deps.get(start, ())))]
+        colour[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                colour[path.pop()] = 2
+                stack.pop()
+                continue
+            c = colour.get(nxt, 0)
+            if c == 1:
+                return path[path.index(nxt):] + [nxt]
+            if c == 0:
+                colour[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(deps.get(nxt, ()))))
+    return None
+
+
+def _timestamp(value: Any, where: str) -> float:
+    """An event time: epoch seconds, a finite number in [0, 2100-01-01) (not a boolean, not text)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FluxError(f"{where}: expected epoch seconds (a number), got {value!r}")
+    try:
+        ts = float(value)
+    except OverflowError:
+        ts = math.inf
+    if not math.isfinite(ts):
+        raise FluxError(f"{where}: expected a finite number of epoch seconds, got {value!r}")
+    if not 0.0 <= ts < MAX_EPOCH_S:
+        raise FluxError(f"{where}: expected epoch seconds in [0, {MAX_EPOCH_S:.0f}) (1970 to 2100), got {ts:g}")
+    return ts
+
+
+def _cycle_text(cycle: Sequence[str]) -> str:
+    return " -> ".join(repr(e) for e in cycle)
+
+
+def _finite_json(value: Any) -> Any:
+    """A stored payload as strict JSON: non-finite numbers (written by old versions) become None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_json(v) for v in value]
+    return value
 
 
 class Ledger:
@@ -67,12 +179,16 @@ class Ledger:
         self.path = str(path)
         try:
             self.db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise FluxError(f"{self.path}: cannot open the ledger: {exc}") from None
+        try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise FluxError(f"{self.path}: not a usable ledger database: {exc}") from None
+            self.db.close()
+            raise FluxError(_db_message(self.path, exc)) from None
 
     def __enter__(self) -> Ledger:
         return self
@@ -89,7 +205,14 @@ class Ledger:
         self.db.execute("BEGIN IMMEDIATE")
         return self.db
 
+    def _rollback(self) -> None:
+        try:
+            self.db.execute("ROLLBACK")
+        except sqlite3.Error:  # a damaged file may refuse even that; the original error is reported
+            pass
+
     # ---- writers
+    @_db_errors
     def add(self, events: Sequence[Mapping[str, Any]], *, writer: str, source: str = "batch") -> int:
         """Add a batch of events (dicts: id, kind, timestamp, payload, antecedents, review) atomically."""
         now = time.time()
@@ -98,6 +221,9 @@ class Ledger:
         ids_in_batch: set[str] = set()
         for i, ev in enumerate(events):
             at = f"{self.path}: {source} row {i}"
+            if not isinstance(ev, Mapping):
+                raise FluxError(f"{at}: expected an object {{id, kind, timestamp, payload, antecedents}}, "
+                                f"got {type(ev).__name__}")  # fmt: skip
             eid = ev.get("id")
             if not isinstance(eid, str) or not eid:
                 raise FluxError(f"{at}: field 'id': must be a non-empty string, got {eid!r}")
@@ -107,18 +233,38 @@ class Ledger:
             kind = ev.get("kind")
             if kind not in KINDS:
                 raise FluxError(f"{at} ({eid!r}): field 'kind': {kind!r} is not one of {list(KINDS)}")
-            ts = ev.get("timestamp")
-            if isinstance(ts, bool) or not isinstance(ts, int | float) or ts != ts:
-                raise FluxError(f"{at} ({eid!r}): field 'timestamp': expected a number, got {ts!r}")
+            ts = _timestamp(ev.get("timestamp"), f"{at} ({eid!r}): field 'timestamp'")
             payload = ev.get("payload", {})
             if not isinstance(payload, Mapping):
                 raise FluxError(f"{at} ({eid!r}): field 'payload': must be an object")
+            try:
+                payload_text = json.dumps(payload, sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise FluxError(f"{at} ({eid!r}): field 'payload': must be finite JSON ({exc})") from None
             ants = ev.get("antecedents", ())
             if not isinstance(ants, list | tuple) or not all(isinstance(a, str) for a in ants):
                 raise FluxError(f"{at} ({eid!r}): field 'antecedents': must be a list of event ids")
-            rows.append((eid, float(ts), kind, writer, "proposed", int(bool(ev.get("review", False))),
-                         json.dumps(payload, sort_keys=True), str(ev.get("note", "")), now, now))  # fmt: skip
+            for k, a in enumerate(ants):
+                if a in ants[:k]:
+                    raise FluxError(f"{at} ({eid!r}): field 'antecedents[{k}]': {a!r} repeats "
+                                    f"antecedents[{list(ants).index(a)}]")  # fmt: skip
+            review, note = ev.get("review", False), ev.get("note", "")
+            if not isinstance(review, bool):
+                raise FluxError(f"{at} ({eid!r}): field 'review': expected true or false, got {review!r}")
+            if not isinstance(note, str):
+                raise FluxError(f"{at} ({eid!r}): field 'note': expected text, got {type(note).__name__}")
+            rows.append((eid, ts, kind, writer, "proposed", int(review), payload_text, note, now, now))
             edges.extend((eid, a, i, k) for k, a in enumerate(ants))
+        # A cycle can only lie inside the batch: events already in the ledger never wait for new ones.
+        batch_deps: dict[str, list[str]] = {}
+        for e, a, _i, _k in edges:
+            batch_deps.setdefault(e, []).append(a)
+        cycle = find_cycle(batch_deps)
+        if cycle:
+            row = next(i for e, _a, i, _k in edges if e == cycle[0])
+            raise FluxError(f"{self.path}: {source} row {row} ({cycle[0]!r}): field 'antecedents': cycle "
+                            f"{_cycle_text(cycle)}: an event cannot wait for itself; nothing of the batch "
+                            "was written")  # fmt: skip
         db = self._tx()
         try:
             for eid, ant, i, k in edges:
@@ -138,10 +284,11 @@ class Ledger:
             db.executemany("INSERT INTO antecedents VALUES (?,?)", [(e, a) for e, a, _i, _k in edges])
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            self._rollback()
             raise
         return len(rows)
 
+    @_db_errors
     def _transition(
         self, ids: Iterable[str], *, to: str, allowed_from: tuple[str, ...], note: str = ""
     ) -> None:
@@ -160,7 +307,7 @@ class Ledger:
                 )
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            self._rollback()
             raise
 
     def complete(self, ids: Iterable[str], note: str = "") -> None:
@@ -169,6 +316,7 @@ class Ledger:
     def fail(self, ids: Iterable[str], note: str) -> None:
         self._transition(ids, to="failed", allowed_from=("active",), note=note)
 
+    @_db_errors
     def approve(self, ids: Iterable[str], operator: str) -> None:
         db = self._tx()
         try:
@@ -185,10 +333,11 @@ class Ledger:
                 )
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            self._rollback()
             raise
 
     # ---- orchestrator
+    @_db_errors
     def orchestrate(self) -> OrchestrationReport:
         """Activate every proposed event whose antecedents succeeded (and that is approved if needed)."""
         db = self._tx()
@@ -214,6 +363,13 @@ class Ledger:
                     if e not in root:
                         root[e] = root[a]
                         queue.append(e)
+            # events waiting for themselves (only a ledger written by an old version can hold them)
+            cycles: list[tuple[str, ...]] = []
+            pending = {e: [a for a in deps.get(e, ()) if state.get(a) == "proposed"] for e in review}
+            while (cycle := find_cycle(pending)) is not None:
+                cycles.append(tuple(cycle))
+                for e in cycle:
+                    pending.pop(e, None)
             activated, held, blocked = [], [], []
             now = time.time()
             for eid, (needs_review, approver) in sorted(review.items()):
@@ -233,13 +389,14 @@ class Ledger:
             failed = tuple(db.execute("SELECT id, note FROM events WHERE state = 'failed' ORDER BY id"))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            self._rollback()
             raise
         return OrchestrationReport(
-            tuple(activated), tuple(held), tuple(blocked), tuple((a, b) for a, b in failed)
+            tuple(activated), tuple(held), tuple(blocked), tuple((a, b) for a, b in failed), tuple(cycles)
         )
 
     # ---- readers
+    @_db_errors
     def events(self, state: str | None = None) -> list[dict[str, Any]]:
         q = "SELECT id, timestamp, kind, writer, state, review, approved_by, payload, note FROM events"
         args: tuple[Any, ...] = ()
@@ -253,13 +410,21 @@ class Ledger:
         for e, a in self.db.execute("SELECT event, antecedent FROM antecedents"):
             deps.setdefault(e, []).append(a)
         for row in self.db.execute(q + " ORDER BY timestamp, id", args):
-            out.append({"id": row[0], "timestamp": row[1], "kind": row[2], "writer": row[3], "state": row[4],
-                        "review": bool(row[5]), "approved_by": row[6], "payload": json.loads(row[7]),
+            # Strict JSON out, whatever an old version stored (an infinite time, a NaN in a payload).
+            ts = row[1] if isinstance(row[1], int | float) and math.isfinite(row[1]) else None
+            try:
+                payload = _finite_json(json.loads(row[7]))
+            except ValueError:
+                raise FluxError(f"{self.path}: event {row[0]!r}: stored payload is not JSON; the ledger "
+                                "is damaged") from None  # fmt: skip
+            out.append({"id": row[0], "timestamp": ts, "kind": row[2], "writer": row[3], "state": row[4],
+                        "review": bool(row[5]), "approved_by": row[6], "payload": payload,
                         "note": row[8], "antecedents": sorted(deps.get(row[0], []))})  # fmt: skip
         return out
 
     def future_events(self) -> list[dict[str, Any]]:
         return [e for e in self.events() if e["state"] != "failed"]
 
+    @_db_errors
     def counts(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT state, COUNT(*) FROM events GROUP BY state"))

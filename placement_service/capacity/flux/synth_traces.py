@@ -12,13 +12,13 @@ millicores), plus a 1-unit idle floor for services no product calls.
 
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 from pathlib import Path
 
 import numpy as np
 
+from placement_service import csvsafe
 from placement_service.capacity.flux.domain import Instance
 
 START_S = 1_674_981_600  # a fixed epoch (2023-01-29 08:40 UTC), so runs are reproducible
@@ -67,7 +67,7 @@ def write_traces(directory: Path, inst: Instance, calls: np.ndarray, *, seed: in
                                      start + 2000, start + 2000 + dur, dur // 1000))  # fmt: skip
         name = f"{(8 + (40 + w + 1) // 60):02d}_{(40 + w + 1) % 60:02d}_trace.csv.gz"
         with gzip.open(directory / "trace" / name, "wt", newline="") as fh:
-            wr = csv.writer(fh)
+            wr = csvsafe.writer(fh)
             wr.writerow(["TraceID", "SpanID", "ParentID", "PodName", "OperationName", "StartTimeUnixNano",
                          "EndTimeUnixNano", "Duration"])  # fmt: skip
             wr.writerows(rows)
@@ -78,7 +78,7 @@ def write_traces(directory: Path, inst: Instance, calls: np.ndarray, *, seed: in
         pod = _pod(name, s + 1)
         series = cpu[s]
         with gzip.open(directory / "metric" / f"{pod}_metric.csv.gz", "wt", newline="") as fh:
-            wr = csv.writer(fh)
+            wr = csvsafe.writer(fh)
             wr.writerow(["Time", "TimeStamp", "PodName", "CpuUsage(m)"])
             for w in range(windows):
                 ts = START_S + 60 * (w + 1) + 9

@@ -28,7 +28,8 @@ from placement_service.capacity.ras.domain import (
     Request,
     Settings,
 )
-from placement_service.validate import InputError, load_json_file
+from placement_service.csvsafe import unescape_table, write_arrow_csv
+from placement_service.validate import InputError, load_json_file, short_repr
 
 REQUIRED_COLUMNS = ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
 OPTIONAL_COLUMNS = ("tenant", "environment", "cores", "memory_mb", "storage_gb", "cluster")
@@ -43,7 +44,7 @@ def read_table(path: str | Path) -> pa.Table:
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
             return pq.read_table(p)
-        return pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(strings_can_be_null=False))
+        return unescape_table(pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(strings_can_be_null=False)))
     except (pa.ArrowInvalid, OSError) as exc:
         raise CapacityError(f"{p}: cannot read as {'Parquet' if p.suffix == '.parquet' else 'CSV'}: {exc}") from None
 
@@ -123,13 +124,29 @@ def _row(path: str | Path, i: int) -> int:
     return i + 2 if _is_csv(path) else i
 
 
-def _number(v: Any, where: str) -> float:
+MAX_CAPACITY_RRU = 1e9  # largest request (RRU); a region of 10^6 servers of 1000 RRU each
+MIN_SERVER_RRU = 1e-6  # smallest non-zero RRU of one server (smaller would ask for 10^15 servers)
+MAX_SERVER_RRU = 1e6
+MAX_PRIORITY = 2**31 - 1
+
+
+def _number(v: Any, where: str, maximum: float = math.inf) -> float:
+    if isinstance(v, bool):
+        raise CapacityError(f"{where}: expected a number, got {v!r}")
     try:
         x = float(v)
-    except (TypeError, ValueError):
-        raise CapacityError(f"{where}: expected a number, got {v!r}") from None
-    if not math.isfinite(x) or x < 0:
-        raise CapacityError(f"{where}: expected a finite number >= 0, got {v!r}")
+    except (TypeError, ValueError, OverflowError):
+        raise CapacityError(f"{where}: expected a finite number, got {short_repr(v)}") from None
+    if not math.isfinite(x) or x < 0 or x > maximum:
+        bound = f" and <= {maximum:g}" if math.isfinite(maximum) else ""
+        raise CapacityError(f"{where}: expected a finite number >= 0{bound}, got {short_repr(v)}")
+    return x
+
+
+def _server_rru(v: Any, where: str) -> float:
+    x = _number(v, where, MAX_SERVER_RRU)
+    if 0 < x < MIN_SERVER_RRU:
+        raise CapacityError(f"{where}: one server's RRU must be 0 or >= {MIN_SERVER_RRU:g}, got {short_repr(v)}")
     return x
 
 
@@ -199,18 +216,19 @@ def parse_requests(doc: Any, where: str) -> tuple[tuple[Request, ...], Settings]
         if not isinstance(r, Mapping):
             raise CapacityError(f"{at}: must be an object")
         rid = r.get("id")
-        if not isinstance(rid, str) or not rid or rid.startswith((SHARED_BUFFER_PREFIX, ELASTIC_TENANT_PREFIX)):
-            raise CapacityError(f"{at}: 'id' must be a non-empty string not starting with "
-                                f"{SHARED_BUFFER_PREFIX}/{ELASTIC_TENANT_PREFIX}")
+        if (not isinstance(rid, str) or not rid or len(rid) > 253 or not rid.isprintable()
+                or rid.startswith((SHARED_BUFFER_PREFIX, ELASTIC_TENANT_PREFIX))):
+            raise CapacityError(f"{at}: 'id' must be a printable string of 1..253 characters not starting with "
+                                f"{SHARED_BUFFER_PREFIX}/{ELASTIC_TENANT_PREFIX}, got {short_repr(rid)}")
         if rid in ids:
             raise CapacityError(f"{at}: id {rid!r} is used twice")
         ids.add(rid)
         at = f"{where}: reservation {rid!r}"
-        cap = _number(r.get("capacity_rru"), f"{at}: capacity_rru")
+        cap = _number(r.get("capacity_rru"), f"{at}: capacity_rru", MAX_CAPACITY_RRU)
         rru = r.get("rru")
         if not isinstance(rru, Mapping) or not rru:
             raise CapacityError(f"{at}: 'rru' must be a non-empty object {{hardware: RRU of one server}}")
-        rru_f = {str(h): _number(v, f"{at}: rru[{h!r}]") for h, v in rru.items()}
+        rru_f = {str(h): _server_rru(v, f"{at}: rru[{h!r}]") for h, v in rru.items()}
         aff = r.get("datacenter_affinity")
         aff_f = None
         if aff is not None:
@@ -222,8 +240,9 @@ def parse_requests(doc: Any, where: str) -> tuple[tuple[Request, ...], Settings]
             if r.get(k) is not None:
                 limits[k] = _number(r[k], f"{at}: {k}")
         prio = r.get("priority", 0)
-        if isinstance(prio, bool) or not isinstance(prio, int):
-            raise CapacityError(f"{at}: 'priority' must be an integer (higher is served first), got {prio!r}")
+        if isinstance(prio, bool) or not isinstance(prio, int) or abs(prio) > MAX_PRIORITY:
+            raise CapacityError(f"{at}: 'priority' must be an integer of at most {MAX_PRIORITY} in magnitude "
+                                f"(higher is served first), got {short_repr(prio)}")
         out.append(Request(id=rid, capacity_rru=cap, rru=rru_f, datacenter_affinity=aff_f, priority=prio, **limits))
     return tuple(out), parse_settings(doc.get("settings"), where)
 
@@ -282,7 +301,7 @@ def write_table(path: str | Path, columns: Mapping[str, Sequence[Any]]) -> None:
         if Path(path).suffix.lower() in (".parquet", ".pq"):
             pq.write_table(table, tmp)
         else:
-            pacsv.write_csv(table, tmp)
+            write_arrow_csv(table, tmp)  # formula prefixes escaped (placement_service/csvsafe.py)
 
     atomic_write(path, w)
 

@@ -36,6 +36,7 @@ from placement_service.capacity.ras.domain import (
     Request,
     elastic_pool,
 )
+from placement_service.capacity.ras.invariants import publish_violations
 from placement_service.capacity.ras.online import emergency_grant, online_move
 from placement_service.capacity.ras.plan import replan
 from placement_service.capacity.ras.solve import solve
@@ -114,44 +115,82 @@ class CapacityLoop:
 
     # -- async solver ----------------------------------------------------------------------------
     def solve_now(self, budget_s: float | None = None) -> dict[str, Any]:
-        """One re-solve from the current plan; publishes only a plan the checker accepts."""
+        """One re-solve from the current plan; publishes only a plan the checker and the publish
+        invariants (``invariants.py``) accept. Failure signals and requests that arrive while the
+        solver runs are folded into its plan (Online Mover, emergency path), never lost."""
         with self._lock:
             region = self.live_region()
-            previous = self.assignment()
-            base_version = self.version
+            failed_at_start = set(self.store.failed())
+            requests = self.requests()
             settings = dataclasses.replace(self.settings, time_limit_s=budget_s or self.cfg.budget_s)
-            problem = Problem(region, self.requests(), settings, previous)
+            problem = Problem(region, requests, settings, self.assignment())
         t0 = time.monotonic()
         plan = solve(problem)  # outside the lock: the mover and the emergency path stay immediate
         doc = plan.to_json()
         new_assignment: dict[str, str | None] = dict(plan.assignment)
         with self._lock:
-            if self.version != base_version:  # an online change happened meanwhile: solve again later
-                self.store.event("solve-discarded", {"reason": f"plan changed from version {base_version} to "
-                                 f"{self.version} during the solve", "wall_s": time.monotonic() - t0})  # fmt: skip
-                return {"published": False, "reason": "stale: the plan changed during the solve"}
+            folded = self._fold(new_assignment, failed_at_start, {r.id for r in requests})
+            if folded is not None:
+                new_assignment, note = folded
+                region = self.live_region()
+                solver_doc = doc["solver"]
+                doc = replan(region, self.requests(), self.settings, new_assignment, self.assignment(),
+                             plan.solver.status).to_json()  # fmt: skip
+                doc["solver"] = solver_doc
+                doc["notes"] = [*list(doc.get("notes") or []), note]  # type: ignore[call-overload]
             problems = self.check(doc, region)
             doc["check"] = {"ok": not problems, "violations": problems[:50]}
             if problems:
                 self.store.event("solve-refused", {"violations": problems[:20], "wall_s": time.monotonic() - t0})
                 logger.error("solve refused by the checker: %s", problems[0])
                 return {"published": False, "reason": f"checker: {problems[0]}", "violations": problems[:20]}
+            current = self.assignment()
             revoked = [(s, self.cluster_of[s], f"re-solve: assigned to {e}")
                        for s, e in new_assignment.items()
-                       if not elastic(e) and s in previous and elastic(previous[s]) and s in self.cluster_of
+                       if not elastic(e) and s in current and elastic(current[s]) and s in self.cluster_of
                        and region.available[self._index[s]]]  # fmt: skip
             summary = doc["summary"]
             version = self._publish("solve", doc, revoked, {
                 "wall_s": time.monotonic() - t0, "moves": summary["moves"],  # type: ignore[index]
                 "moves_in_use": summary["moves_in_use"], "unmet": summary["unmet"],  # type: ignore[index]
-                "status": plan.solver.status,
-            })  # fmt: skip
+                "status": plan.solver.status, **({"folded": folded[1]} if folded else {}),
+            }, region)  # fmt: skip
+            if version is None:
+                violations = doc["check"]["violations"]  # type: ignore[index]
+                return {"published": False, "reason": f"invariant: {violations[0]}", "violations": violations}
             return {"published": True, "version": version, "revocations": len(revoked),
                     "moves": summary["moves"], "moves_in_use": summary["moves_in_use"],  # type: ignore[index]
-                    "wall_s": time.monotonic() - t0, "status": plan.solver.status}  # fmt: skip
+                    "wall_s": time.monotonic() - t0, "status": plan.solver.status,
+                    **({"folded": folded[1]} if folded else {})}  # fmt: skip
+
+    def _fold(self, assignment: dict[str, str | None], failed_at_start: set[str],
+              ids_at_start: set[str]) -> tuple[dict[str, str | None], str] | None:
+        """The solver's ``assignment`` with what arrived during the solve applied to it, as the online
+        paths would have: failed servers replaced (Online Mover), new requests granted (emergency
+        path); ``None`` when nothing arrived. Caller holds the lock."""
+        failed = sorted(s for s in set(self.store.failed()) - failed_at_start if s in self._index)
+        new = [r for r in self.requests() if r.id not in ids_at_start]
+        if not failed and not new:
+            return None
+        region = self.live_region()
+        out = dict(online_move(region, self.requests(), assignment, failed).assignment) if failed else assignment
+        for req in new:
+            out = dict(emergency_grant(region, req, out, use_shared_buffer=True).assignment)
+        note = (f"folded in what arrived during the solve: {len(failed)} failed server(s) {failed[:5]}, "
+                f"{len(new)} new request(s) {[r.id for r in new][:5]}")  # fmt: skip
+        return out, note
 
     def _publish(self, source: str, doc: dict[str, Any], revoked: list[tuple[str, str, str]],
-                 event: dict[str, Any]) -> int:  # fmt: skip
+                 event: dict[str, Any], region: Region) -> int | None:  # fmt: skip
+        """Store ``doc`` as the next plan version unless it breaks a publish invariant (then the last
+        good plan stays, the refusal is an event and ``doc["check"]`` names it; returns ``None``)."""
+        last = self.assignment() if self.version else None
+        violations = publish_violations(region, self.requests(), last, dict(doc.get("assignment", {})), source)
+        if violations:
+            doc["check"] = {"ok": False, "violations": violations[:50]}
+            self.store.event(f"{source}-refused", {"invariants": violations[:20], **event})
+            logger.error("%s plan not published (invariant): %s", source, violations[0])
+            return None
         version, _, stored = self.store.publish(source, doc, revoked, event)
         self.version, self.plan = version, stored
         self.changed.set()
@@ -173,13 +212,20 @@ class CapacityLoop:
             if req.id in {r.id for r in self.requests()}:
                 raise CapacityError(f"request: id {req.id!r} exists already")
             region = self.live_region()
-            res = emergency_grant(region, req, self.assignment(), use_shared_buffer=True)
             self.store.add_request(req.id, dict(request_doc), emergency=True)
+            if self.version == 0:  # no plan to grant from yet: the first solve (or the one running) takes it
+                self.store.event("grant-deferred", {"request": req.id, "reason": "no plan yet"})
+                return {"version": 0, "granted": [], "unmet": [], "deferred": "no plan yet: the first solve "
+                        "includes this request"}  # fmt: skip
+            res = emergency_grant(region, req, self.assignment(), use_shared_buffer=True)
             doc = self._online_plan(region, dict(res.assignment), "emergency")
             revoked = [(s, self.cluster_of[s], f"emergency grant of {req.id}") for s in res.revoked
                        if s in self.cluster_of]  # fmt: skip
             version = self._publish("grant", doc, revoked, {"request": req.id, "servers": list(res.revoked),
-                                                            "unmet": list(res.unmet)})  # fmt: skip
+                                                            "unmet": list(res.unmet)}, region)  # fmt: skip
+            if version is None:
+                return {"version": self.version, "granted": [], "unmet": list(res.unmet),
+                        "refused": doc["check"]["violations"]}  # fmt: skip
             return {"version": version, "granted": list(res.revoked), "unmet": list(res.unmet)}
 
     def _check_version(self, base_version: int | None) -> None:
@@ -198,6 +244,10 @@ class CapacityLoop:
             if not new:
                 return {"version": self.version, "replacements": [], "already_failed": servers}
             self.store.mark_failed(new, reason, source)
+            if self.version == 0:  # nothing assigned, nothing lent: the first solve leaves them out
+                self.store.event("mover-deferred", {"failed": new, "reason": reason, "source": source})
+                return {"version": 0, "replacements": [], "revoked": [], "unmet": [],
+                        "deferred": "no plan yet: the first solve leaves the failed servers out"}  # fmt: skip
             region = self.live_region()
             res = online_move(region, self.requests(), self.assignment(), new)
             doc = self._online_plan(region, dict(res.assignment), "online-mover")
@@ -210,7 +260,10 @@ class CapacityLoop:
             version = self._publish("mover", doc, revoked, {
                 "failed": new, "reason": reason, "source": source, "replacements": res.replacements,
                 "unmet": list(res.unmet), "decide_s": time.monotonic() - t0,
-            })  # fmt: skip
+            }, region)  # fmt: skip
+            if version is None:
+                return {"version": self.version, "replacements": [], "revoked": [], "unmet": list(res.unmet),
+                        "refused": doc["check"]["violations"]}  # fmt: skip
             return {"version": version, "replacements": [list(r) for r in res.replacements],
                     "revoked": [r[0] for r in revoked], "unmet": list(res.unmet)}  # fmt: skip
 
@@ -290,7 +343,10 @@ class CapacityLoop:
 def run_solver(loop: CapacityLoop, stop: threading.Event) -> None:
     """Re-solve every ``interval_s`` (the first one at once when there is no plan yet)."""
     if loop.version == 0:
-        loop.solve_now()
+        try:
+            loop.solve_now()
+        except Exception:  # the service stays up (nothing is lent without a plan); the next interval retries
+            logger.exception("first solve failed; nothing is lent until a solve publishes a plan")
     while loop.cfg.interval_s > 0 and not stop.wait(loop.cfg.interval_s):
         try:
             loop.solve_now()

@@ -8,14 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
-import sys
 import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from placement_service.capacity import CapacityError
 from placement_service.validate import finite_float
 
 logger = logging.getLogger(__name__)
@@ -79,57 +78,62 @@ def http_pusher(urls: dict[str, str], token: str | None, timeout_s: float = 5.0)
 
 
 def run(args: argparse.Namespace) -> int:
-    from werkzeug.serving import make_server
-
+    """Start the capacity service on the project's one serving layer (``server/serving.py``): the
+    data-dir lock, the token check, the hardened HTTP server and its limits, as ``harvest serve``."""
     from placement_service.capacity.ras import io
     from placement_service.capacity.ras.api import create_app
     from placement_service.capacity.ras.loop import CapacityLoop, LoopConfig, run_pusher, run_solver
     from placement_service.capacity.ras.store import CapacityStore
+    from placement_service.server import serving
     from placement_service.server.metrics import Metrics
 
     region = io.read_inventory(args.inventory)
     doc = io.load_json(args.reservations)
     io.parse_requests(doc, str(args.reservations))  # bad input exits 2 here, before anything is stored
-    token = Path(args.token_file).read_text().strip() if args.token_file else None
+    token = serving.read_token_file(Path(args.token_file) if args.token_file else None)
     if token is None:
         logger.warning("no --token-file: mutating endpoints accept requests without a token")
     urls = parse_clusters(args.cluster)
-    store = CapacityStore(Path(args.data_dir) / "capacity.sqlite")
-    cfg = LoopConfig(budget_s=args.budget_s, interval_s=args.interval_s, ack_timeout_s=args.ack_timeout_s,
-                     push_interval_s=args.push_interval_s)  # fmt: skip
-    loop = CapacityLoop(region, doc, store, cfg)
-    missing = sorted(set(loop.clusters()) - set(urls))
-    if missing:
-        logger.warning("clusters %s in the inventory have no --cluster URL: their sets wait", missing)
-    stop = threading.Event()
-    metrics = Metrics()
-    app = create_app(loop, token, metrics)
-    http = make_server(args.host, args.http_port, app, threaded=True)
-    port = http.socket.getsockname()[1]
-    threads = [
-        threading.Thread(target=run_solver, args=(loop, stop), name="ras-solver", daemon=True),
-        threading.Thread(target=run_pusher, args=(loop, stop, http_pusher(urls, token)), name="ras-pusher",
-                         daemon=True),
-    ]  # fmt: skip
-    for t in threads:
-        t.start()
-
-    def _on_signal(signum: int, frame: object) -> None:
-        del frame
-        logger.info("signal %d: shutting down", signum)
-        stop.set()
-        loop.changed.set()
-        threading.Thread(target=http.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    print(f"harvest ras serve: http://{args.host}:{port} data {args.data_dir} clusters {sorted(urls)}",
-          file=sys.stdout, flush=True)  # fmt: skip
+    data_dir = Path(args.data_dir)
+    if data_dir.exists() and not data_dir.is_dir():
+        raise CapacityError(f"--data-dir {data_dir}: not a directory")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock_fd = serving.lock_data_dir(data_dir, "harvest ras serve")  # before touching anything in it
     try:
-        http.serve_forever()
+        store = CapacityStore(data_dir / "capacity.sqlite")
+        try:
+            cfg = LoopConfig(budget_s=args.budget_s, interval_s=args.interval_s, ack_timeout_s=args.ack_timeout_s,
+                             push_interval_s=args.push_interval_s)  # fmt: skip
+            loop = CapacityLoop(region, doc, store, cfg)
+            missing = sorted(set(loop.clusters()) - set(urls))
+            if missing:
+                logger.warning("clusters %s in the inventory have no --cluster URL: their sets wait", missing)
+            stop = threading.Event()
+            metrics = Metrics()
+            limits = serving.HttpLimits()
+            http = serving.start_http(create_app(loop, token, metrics, limits), args.host, args.http_port, limits,
+                                      metrics)  # fmt: skip
+            threads = [
+                threading.Thread(target=run_solver, args=(loop, stop), name="ras-solver", daemon=True),
+                threading.Thread(target=run_pusher, args=(loop, stop, http_pusher(urls, token)), name="ras-pusher",
+                                 daemon=True),
+            ]  # fmt: skip
+            for t in threads:
+                t.start()
+
+            def _stop() -> None:
+                stop.set()
+                loop.changed.set()
+
+            try:
+                serving.serve_until_signal(http, f"harvest ras serve: http://{args.host}:{http.port} data "
+                                                 f"{args.data_dir} clusters {sorted(urls)}", _stop)  # fmt: skip
+            finally:
+                _stop()
+                for t in threads:
+                    t.join(timeout=5)
+        finally:
+            store.close()
     finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=5)
-        store.close()
+        serving.unlock_data_dir(lock_fd)
     return 0

@@ -9,7 +9,8 @@ Tables:
   it, state ``pending`` -> ``acked`` | ``timeout`` (how it was handed over) and when;
 - ``pushes``: per cluster, the newest elastic-set version the placement service accepted, attempts
   and the last error (a placement service that is down is retried, never skipped);
-- ``events``: what the solver, the mover and the emergency path did and why.
+- ``events``: what the solver, the mover and the emergency path did and why (the newest
+  ``max_events``, 100,000 by default).
 """
 
 from __future__ import annotations
@@ -55,9 +56,10 @@ def json_safe(doc: Any) -> Any:
 class CapacityStore:
     """One SQLite connection guarded by a lock; every method is one transaction."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_events: int = 100_000) -> None:
+        self.max_events = max_events  # events kept (the newest); plans, requests, revocations are all kept
         self._lock = threading.Lock()
-        self._db = open_db(path, _SCHEMA)
+        self._db = open_db(path, _SCHEMA)  # a damaged file: DamagedStateError naming it (exit 2 at start)
 
     def close(self) -> None:
         with self._lock:
@@ -88,8 +90,9 @@ class CapacityStore:
                     "INSERT INTO revocations(server, cluster, reason, plan_version, created_s, state) "
                     "VALUES (?, ?, ?, ?, ?, 'pending')", (server, cluster, reason, version, now))
                 ids.append(int(cur.lastrowid or 0))
-            db.execute("INSERT INTO events(t, kind, doc) VALUES (?, ?, ?)",
-                       (now, source, json.dumps(json_safe({**event, "version": version, "revocations": ids}))))
+            cur = db.execute("INSERT INTO events(t, kind, doc) VALUES (?, ?, ?)",
+                             (now, source, json.dumps(json_safe({**event, "version": version, "revocations": ids}))))
+            db.execute("DELETE FROM events WHERE id <= ?", (int(cur.lastrowid or 0) - self.max_events,))
         return version, ids, doc
 
     def latest_plan(self) -> tuple[int, dict[str, Any]] | None:
@@ -122,7 +125,15 @@ class CapacityStore:
                 for s, r, src, t in self._all("SELECT server, reason, source, since_s FROM health")}  # fmt: skip
 
     def event(self, kind: str, doc: dict[str, Any]) -> None:
-        self._tx([("INSERT INTO events(t, kind, doc) VALUES (?, ?, ?)", (time.time(), kind, json.dumps(doc)))])
+        """Record an event; only the newest ``max_events`` are kept (a stream of refused or repeated
+        signals cannot grow the file without bound)."""
+        with self._lock, transaction(self._db) as db:
+            cur = db.execute("INSERT INTO events(t, kind, doc) VALUES (?, ?, ?)",
+                             (time.time(), kind, json.dumps(json_safe(doc))))
+            db.execute("DELETE FROM events WHERE id <= ?", (int(cur.lastrowid or 0) - self.max_events,))
+
+    def event_count(self) -> int:
+        return int(self._all("SELECT COUNT(*) FROM events")[0][0])
 
     def events(self, limit: int = 100) -> list[dict[str, Any]]:
         rows = self._all("SELECT id, t, kind, doc FROM events ORDER BY id DESC LIMIT ?", (limit,))

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from werkzeug.serving import make_server
 
 from placement_service.capacity.ras import io
 from placement_service.capacity.ras.api import create_app
@@ -19,6 +18,7 @@ from placement_service.capacity.ras.generate import generate_region, generate_re
 from placement_service.capacity.ras.loop import CapacityLoop, LoopConfig
 from placement_service.capacity.ras.store import CapacityStore
 from placement_service.server.metrics import Metrics
+from placement_service.server.serving import HttpLimits, start_http
 
 TOKEN = "s3cret"
 
@@ -29,11 +29,11 @@ def base(tmp_path: Path) -> Iterator[str]:
     doc = io.requests_to_json(generate_requests(region, n_reservations=3, fill=0.5, seed=2))
     loop = CapacityLoop(region, doc, CapacityStore(tmp_path / "c.sqlite"), LoopConfig(budget_s=2, interval_s=0))
     loop.solve_now()
-    http = make_server("127.0.0.1", 0, create_app(loop, TOKEN, Metrics()), threaded=True)
-    t = threading.Thread(target=http.serve_forever, daemon=True)
+    http = start_http(create_app(loop, TOKEN, Metrics()), "127.0.0.1", 0, HttpLimits(threads=4))
+    t = threading.Thread(target=http.serve, daemon=True)
     t.start()
-    yield f"http://127.0.0.1:{http.socket.getsockname()[1]}"
-    http.shutdown()
+    yield f"http://127.0.0.1:{http.port}"
+    http.stop()
     t.join(5)
 
 
