@@ -31,6 +31,7 @@ _COMMAND_MODULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("agent.cli", ("agent",)),
     ("scheduler_plugin.cli", ("route", "hive", "capacity-scheduler", "hosts-file", "topology-map",
                               "install-scripts")),
+    ("scheduler_plugin.testbed.cli", ("hadoop",)),  # hadoop up|down|status (a real test cluster)
     ("placement_service.demo", ("demo",)),
 )
 
