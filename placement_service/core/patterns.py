@@ -373,8 +373,14 @@ def _block_features(block: np.ndarray, mean: np.ndarray, plan: _Plan) -> dict[st
         return {"acf": acf, "swing": swing}
     shaped = block[:, : plan.n_blocks * plan.block].reshape(n_rows, plan.n_blocks, plan.block)
     if plan.block > 1:
-        top = shaped.max(axis=2).astype(np.float64)
-        avg = shaped.mean(axis=2, dtype=np.float32)
+        # Slot by slot within the block: numpy reduces a short last axis ~4x slower than this.
+        top32 = shaped[:, :, 0].copy()
+        total = shaped[:, :, 0].copy()
+        for j in range(1, plan.block):
+            np.maximum(top32, shaped[:, :, j], out=top32)
+            total += shaped[:, :, j]
+        top = top32.astype(np.float64)
+        avg = total / np.float32(plan.block)
     else:
         top = shaped[:, :, 0].astype(np.float64)
         avg = shaped[:, :, 0]

@@ -165,3 +165,88 @@ def test_series_built_in_row_chunks_equals_the_one_pass_result(monkeypatch: pyte
     chunked = tenant_series(s)
     assert chunked.tenants == whole.tenants and chunked.long_gaps == whole.long_gaps
     np.testing.assert_allclose(chunked.cpu, whole.cpu, rtol=1e-12, equal_nan=True)
+
+
+# --- per-server sampling intervals (issue 39, finding 2) ------------------------------------------
+
+
+def _resending_servers(days: int = 10, n_servers: int = 16, seed: int = 39) -> UtilizationSamples:
+    """Servers (one tenant each, a daily sine at its own phase and size) that sample every 60-70 s on a 10 s lattice,
+    each from its own offset, and about one time in three report again at the next 10 s tick:
+    10 s is the most common single step, while every server's median spacing is 60-70 s."""
+    rng = np.random.default_rng(seed)
+    lattice_s = 10.0
+    n = int(days * 86400 / lattice_s)
+    ts, server, tenant, cpu = [], [], [], []
+    for i in range(n_servers):
+        phase_s, level, swing = rng.uniform(0, 86400), rng.uniform(0.15, 0.45), rng.uniform(0.05, 0.15)
+        truth = level + swing * np.sin(2 * np.pi * (np.arange(n) * lattice_s - phase_s) / 86400)
+        steps = np.where(rng.random(n // 3) < 0.35, 1, rng.choice([6, 7], size=n // 3))
+        k = int(rng.integers(0, 6)) + np.concatenate([[0], np.cumsum(steps)])
+        k = k[k < n]
+        ts.append(T0 + k * lattice_s)
+        server.append(np.full(k.size, f"m{i:02d}", dtype=object))
+        tenant.append(np.full(k.size, f"svc{i:02d}", dtype=object))
+        cpu.append(np.clip(truth[k] + rng.normal(0.0, 0.01, k.size), 0.0, 1.0))
+    return UtilizationSamples(
+        timestamp_s=np.concatenate(ts),
+        server=np.concatenate(server),
+        tenant=np.concatenate(tenant),
+        cpu=np.concatenate(cpu),
+    )
+
+
+def test_interval_is_each_servers_median_spacing_not_the_union_of_their_times():
+    from placement_service.core.patterns import classify_patterns
+    from placement_service.core.types import Pattern
+
+    s = _resending_servers()
+    series = tenant_series(s)
+    assert 60.0 <= series.interval_s <= 70.0  # the former inference (the most common step): 10 s
+    from placement_service.traces.series import build_tenant_series
+
+    summary = build_tenant_series(s)[1]
+    assert set(summary.server_interval_s) == {f"m{i:02d}" for i in range(16)}
+    assert all(60.0 <= v <= 70.0 for v in summary.server_interval_s.values())
+    assert series.long_gaps == ()
+    patterns = classify_patterns(series.cpu, series.interval_s)
+    assert int(np.sum(patterns == Pattern.PERIODIC)) == 16
+    notes = "\n".join(summary.notes())
+    assert "per-server sampling intervals" in notes and "irregular sampling within servers: 10-90% of the steps 10-70 s" in notes
+    # --interval-s stays an override.
+    assert build_tenant_series(s, interval_s=120.0)[0].interval_s == 120.0
+
+
+def test_mixed_intervals_are_resampled_per_server_without_inventing_gaps():
+    rows = [(T0 + 60.0 * j, f"fast{k}", "fast", 0.2 + 0.01 * k) for k in range(3) for j in range(200)]
+    rows += [(T0 + 15.0 + 300.0 * j, "slow0", "slow", 0.1 * (j % 2)) for j in range(40)]
+    series = tenant_series(samples(rows))
+    assert series.interval_s == 60.0
+    assert series.long_gaps == () and not np.isnan(series.cpu).any()
+    slow = series.cpu[series.tenants.index("slow")]
+    # Sample j (at 15 + 300 j s) holds over the 60-s slots whose start is within 150 s of it.
+    np.testing.assert_allclose(slow[:8], [0.0, 0.0, 0.0, 0.1, 0.1, 0.1, 0.1, 0.1])
+    from placement_service.traces.series import build_tenant_series
+
+    summary = build_tenant_series(samples(rows))[1]
+    assert summary.server_interval_s["slow0"] == 300.0 and summary.mixed_intervals
+    assert any("mixed sampling intervals: 60 s x3, 300 s x1" in n for n in summary.notes())
+
+
+def test_a_server_finer_than_the_grid_counts_once_per_slot():
+    rows = [(T0 + 10.0 * j, "fine", "t", 0.6) for j in range(60)]
+    rows += [(T0 + 60.0 * j, "coarse", "t", 0.2) for j in range(10)]
+    series = tenant_series(samples(rows), interval_s=60.0)
+    np.testing.assert_allclose(series.cpu[0, 1:9], 0.4)  # the mean of the two servers, not 6:1
+
+
+def test_tenants_in_disjoint_windows_are_named():
+    from placement_service.traces.series import build_tenant_series
+
+    rows = [(T0 + 300.0 * j, "a1", "a", 0.2) for j in range(300)]
+    rows += [(T0 + 86400.0 * 30 + 300.0 * j, "b1", "b", 0.3) for j in range(300)]
+    _, summary = build_tenant_series(samples(rows))
+    assert summary.partial_window_tenants() == ["a", "b"] and summary.disjoint_windows
+    assert any("2 of 2 tenants observed over part of the 31.0 days only" in n and "do not overlap" in n
+               for n in summary.notes())
+    assert not summary.mixed_intervals
