@@ -216,7 +216,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
             w = servers[members] if servers[members].sum() > 0 else np.ones(members.size)
             weights[g, members] = w / w.sum()
         class_cpu = np.zeros((len(group_pattern), series.n_slots), dtype=np.float32)
-        for lo, hi, block, _mean, _missing in filled_chunks(series.cpu, self.chunk_rows, scan.n_missing):
+        # (a row's mean over its observed samples is the same on the grid and on its own window)
+        chunks = filled_chunks(series.cpu, self.chunk_rows, scan.n_missing, scan.profile.mean_cpu)
+        for lo, hi, block, _mean, _missing in chunks:
             class_cpu += weights[:, lo:hi] @ block
         # float32 weighted sums of fractions can land a hair outside [0, 1] (1.0000001 for a
         # saturated class); the tags are fractions of the servers' cores, so clip them here once.
