@@ -264,6 +264,8 @@ def _print_summary(s: Mapping[str, Any]) -> None:
     )
     for note in s.get("sampling", {}).get("notes", []):
         print(f"  {note}")
+    if s.get("own_window_tenants"):
+        print(f"  {s['own_window_tenants']} tenant(s) analysed on their own observation window")
     print(f"{'pattern':<14}{'classes':>8}{'tenants':>9}{'servers':>9}")
     for pattern, d in s["patterns"].items():
         print(f"{pattern:<14}{d['classes']:>8}{d['tenants']:>9}{d['servers']:>9}")
