@@ -299,15 +299,19 @@ def build_tenant_series(
         row = t_code[lo:hi].astype(np.int64) * n_slots
         value = samples.cpu[lo:hi]
         count = c_hi - c_lo + 1
-        if bool(np.all(count == 1)):
-            flat, wv, ww = row + c_lo, value * w, w
-        else:
-            rep = np.repeat(np.arange(hi - lo), count)
-            offset = np.arange(len(rep)) - np.repeat(np.cumsum(count) - count, count)
-            flat, wv, ww = row[rep] + c_lo[rep] + offset, (value * w)[rep], w[rep]
-        # 3. Weighted sum and weight per (tenant, slot).
-        total += np.bincount(flat, weights=wv, minlength=size)
-        weight += np.bincount(flat, weights=ww, minlength=size)
+        # 3. Weighted sum and weight per (tenant, slot): each sample to each slot it covers, in
+        # pieces of at most _CHUNK_ROWS entries (a coarse server covers several slots per sample).
+        ends = np.cumsum(count)
+        a = 0
+        while a < len(count):
+            b = max(a + 1, int(np.searchsorted(ends, (ends[a - 1] if a else 0) + _CHUNK_ROWS, side="right")))
+            n = count[a:b]
+            rep = np.repeat(np.arange(a, b), n)
+            offset = np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n)
+            flat = row[rep] + c_lo[rep] + offset
+            total += np.bincount(flat, weights=(value * w)[rep], minlength=size)
+            weight += np.bincount(flat, weights=w[rep], minlength=size)
+            a = b
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = (total / weight).reshape(len(tenants), n_slots)
     del total, weight

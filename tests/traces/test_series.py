@@ -250,3 +250,18 @@ def test_tenants_in_disjoint_windows_are_named():
     assert any("2 of 2 tenants observed over part of the 31.0 days only" in n and "do not overlap" in n
                for n in summary.notes())
     assert not summary.mixed_intervals
+
+
+def test_coarse_servers_spread_over_slots_in_bounded_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    import placement_service.traces.series as series_mod
+
+    rng = np.random.default_rng(8)
+    rows = [(T0 + 60.0 * j, f"f{k}", "a", float(rng.random())) for k in range(2) for j in range(300)]
+    rows += [(T0 + 7.0 + 900.0 * j, "c0", "b", float(rng.random())) for j in range(20)]  # 15 slots each
+    rows += [(T0 + 300.0 * j, "m0", "a", float(rng.random())) for j in range(60)]
+    s = samples([rows[i] for i in rng.permutation(len(rows))])
+    whole = tenant_series(s)
+    monkeypatch.setattr(series_mod, "_CHUNK_ROWS", 7)
+    pieces = tenant_series(s)
+    assert whole.interval_s == 60.0 and not np.isnan(whole.cpu[:, :285]).any()  # b ends at slot 292
+    np.testing.assert_allclose(pieces.cpu, whole.cpu, rtol=1e-12, equal_nan=True)
