@@ -230,12 +230,12 @@ def test_servers_sampling_every_minute_or_so_are_read_per_server(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Sixteen servers (a tenant each, a daily cycle each) sample every 60-70 s on a 10 s lattice and
-    # about one time in three report again 10 s later (tests/traces/test_series.py): read as one
+    # about one time in three report again 10 s later (tests/fixtures/clustering/servers.py): read as one
     # 10 s series, they were all gaps and none was periodic.
-    from tests.traces.test_series import _resending_servers
+    from tests.fixtures.clustering.servers import resending_servers
 
     path = tmp_path / "utilization.parquet"
-    io.write_utilization(_resending_servers(), path)
+    io.write_utilization(resending_servers(), path)
     out = tmp_path / "classes.json"
     assert main(["cluster", "--utilization", str(path), "--out", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)

@@ -20,6 +20,7 @@ from placement_service.traces.series import (
     tenant_server_counts,
     tenant_storage_gb,
 )
+from tests.fixtures.clustering.servers import resending_servers
 
 T0 = 1456790400.0
 
@@ -170,37 +171,11 @@ def test_series_built_in_row_chunks_equals_the_one_pass_result(monkeypatch: pyte
 # --- per-server sampling intervals (issue 39, finding 2) ------------------------------------------
 
 
-def _resending_servers(days: int = 10, n_servers: int = 16, seed: int = 39) -> UtilizationSamples:
-    """Servers (one tenant each, a daily sine at its own phase and size) that sample every 60-70 s on a 10 s lattice,
-    each from its own offset, and about one time in three report again at the next 10 s tick:
-    10 s is the most common single step, while every server's median spacing is 60-70 s."""
-    rng = np.random.default_rng(seed)
-    lattice_s = 10.0
-    n = int(days * 86400 / lattice_s)
-    ts, server, tenant, cpu = [], [], [], []
-    for i in range(n_servers):
-        phase_s, level, swing = rng.uniform(0, 86400), rng.uniform(0.15, 0.45), rng.uniform(0.05, 0.15)
-        truth = level + swing * np.sin(2 * np.pi * (np.arange(n) * lattice_s - phase_s) / 86400)
-        steps = np.where(rng.random(n // 3) < 0.35, 1, rng.choice([6, 7], size=n // 3))
-        k = int(rng.integers(0, 6)) + np.concatenate([[0], np.cumsum(steps)])
-        k = k[k < n]
-        ts.append(T0 + k * lattice_s)
-        server.append(np.full(k.size, f"m{i:02d}", dtype=object))
-        tenant.append(np.full(k.size, f"svc{i:02d}", dtype=object))
-        cpu.append(np.clip(truth[k] + rng.normal(0.0, 0.01, k.size), 0.0, 1.0))
-    return UtilizationSamples(
-        timestamp_s=np.concatenate(ts),
-        server=np.concatenate(server),
-        tenant=np.concatenate(tenant),
-        cpu=np.concatenate(cpu),
-    )
-
-
 def test_interval_is_each_servers_median_spacing_not_the_union_of_their_times():
     from placement_service.core.patterns import classify_patterns
     from placement_service.core.types import Pattern
 
-    s = _resending_servers()
+    s = resending_servers()
     series = tenant_series(s)
     assert 60.0 <= series.interval_s <= 70.0  # the former inference (the most common step): 10 s
     from placement_service.traces.series import build_tenant_series
