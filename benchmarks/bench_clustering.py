@@ -16,10 +16,13 @@ both see the same machine state, time
   rfft by chunks, spectral features, patterns, peaks, hour-of-day profiles, K-means per pattern, the
   class series and tags).
 
-It reports the median and the best of ``--repeats`` runs of each, their ratio, the pattern accuracy
-against the generator's labels, the peak resident memory, and the load average before and after.
-With ``--write-docs`` the table goes to ``docs/bench/clustering.md``. Acceptance (issue 2):
-clustering <= 15 s and <= 3x the bare rfft. The paper's single-threaded clustering took ~2 min.
+It reports the median and the best of ``--repeats`` runs of each (wall clock, and the process's
+CPU time, which other work on a shared machine disturbs less), their ratio, the pattern accuracy
+against the generator's labels and on the labelled spiky set of ``tests/fixtures/clustering/spiky.py``
+(nightly jobs against constant, bursty and drifting tenants), the peak resident memory, and the load
+average before and after. With ``--write-docs`` the table goes to ``docs/bench/clustering.md``.
+Acceptance: clustering <= 15 s (issue 2) and <= 1.5x the bare rfft (issue 41). The paper's
+single-threaded clustering took ~2 min.
 """
 
 from __future__ import annotations
@@ -38,11 +41,14 @@ from pathlib import Path
 import numpy as np
 import sklearn
 
-from placement_service.core.clustering import UtilizationClustering
+from placement_service.core.clustering import UtilizationClustering, classify_patterns
 from placement_service.core.types import Pattern, TenantSeries
 from placement_service.traces.synth import labelled_tenant_series
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the labelled spiky set lives with the tests
+from tests.fixtures.clustering.spiky import spiky_labelled_set  # noqa: E402
+
 OUT = REPO / "docs" / "bench" / "clustering.md"
 BATCH = 250  # tenants generated at a time (float64 while generating; stored as float32)
 
@@ -77,6 +83,21 @@ def generate(
     return TenantSeries(tuple(names), start_s, interval_s, cpu), truth
 
 
+def spiky_scores(days: float, interval_s: float, seed: int) -> tuple[float, float, float, int]:
+    """(periodic recall, accuracy, periodic-or-not accuracy, tenants) on the labelled spiky set."""
+    cpu, truth, _, _ = spiky_labelled_set(seed=seed, days=days, interval_s=interval_s)
+    patterns = classify_patterns(cpu, interval_s)
+    expected = np.array(truth, dtype=object)
+    positive = expected == Pattern.PERIODIC
+    called = patterns == Pattern.PERIODIC
+    return (
+        float(np.mean(called[positive])),
+        float(np.mean(patterns == expected)),
+        float(np.mean(called == positive)),
+        len(truth),
+    )
+
+
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -106,16 +127,24 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     bare: list[float] = []
     fit: list[float] = []
+    bare_cpu: list[float] = []
+    fit_cpu: list[float] = []
     model = UtilizationClustering()
     for r in range(args.repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         spectrum = np.fft.rfft(cpu, axis=1)
         bare.append(time.perf_counter() - t0)
+        bare_cpu.append(time.process_time() - c0)
         del spectrum
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         model = UtilizationClustering().fit(series)
         fit.append(time.perf_counter() - t0)
-        print(f"run {r + 1}: bare rfft {bare[-1]:.2f} s, clustering {fit[-1]:.2f} s", file=sys.stderr)
+        fit_cpu.append(time.process_time() - c0)
+        print(
+            f"run {r + 1}: bare rfft {bare[-1]:.2f} s (cpu {bare_cpu[-1]:.2f}), clustering {fit[-1]:.2f} s "
+            f"(cpu {fit_cpu[-1]:.2f}), load {load_average()}",
+            file=sys.stderr,
+        )
     load_after = load_average()
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     # Peak extra memory of each (numpy reports its buffers to tracemalloc), in untimed runs.
@@ -131,10 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         del result
 
     accuracy = float(np.mean([model.patterns_[t] is truth[t] for t in series.tenants]))
+    spiky = spiky_scores(args.days, args.interval_s, args.seed + 1)
     per_pattern = Counter(c.pattern.value for c in model.classes_)
     ratio = statistics.median(fit) / statistics.median(bare)
     ok_time = statistics.median(fit) <= 15.0
-    ok_ratio = ratio <= 3.0
+    ratio_cpu = statistics.median(fit_cpu) / statistics.median(bare_cpu)
+    ok_ratio = ratio <= 1.5
     command = (
         f".venv/bin/python benchmarks/bench_clustering.py --tenants {args.tenants} --days {args.days:g} "
         f"--interval-s {args.interval_s:g} --repeats {args.repeats} --seed {args.seed}"
@@ -175,27 +206,35 @@ def main(argv: list[str] | None = None) -> int:
         f"| {extra_mb['fit']:.0f} |",
         f"| ratio ours / baseline | {ratio:.2f}x | {min(fit) / min(bare):.2f}x | |",
         "",
+        f"CPU time of the process (median of {args.repeats}): bare {statistics.median(bare_cpu):.2f} s, "
+        f"ours {statistics.median(fit_cpu):.2f} s, ratio {ratio_cpu:.2f}x.",
+        "",
         "Per run (each clustering right after its baseline): "
         + ", ".join(f"{b:.2f} / {f:.2f} s ({f / b:.2f}x)" for b, f in zip(bare, fit, strict=True))
         + f"; median of the paired ratios {statistics.median(f / b for b, f in zip(bare, fit, strict=True)):.2f}x.",
         "",
         f"- clustering <= 15 s: **{'met' if ok_time else 'NOT met'}** ({statistics.median(fit):.2f} s; "
         "the paper: ~2 min single-threaded for one datacenter's tenants)",
-        f"- within 3x of the bare rfft: **{'met' if ok_ratio else 'NOT met'}** ({ratio:.2f}x)",
+        f"- within 1.5x of the bare rfft: **{'met' if ok_ratio else 'NOT met'}** ({ratio:.2f}x wall, "
+        f"{ratio_cpu:.2f}x CPU)",
         f"- pattern accuracy against the generator's labels: {accuracy:.2%}",
+        f"- labelled spiky set ({spiky[3]} tenants, {args.days:g} days of {args.interval_s:g}-s slots, seed "
+        f"{args.seed + 1}): periodic recall {spiky[0]:.3f}, accuracy {spiky[1]:.3f}, periodic-or-not "
+        f"accuracy {spiky[2]:.3f}",
         f"- classes: {len(model.classes_)} ("
         + ", ".join(f"{p.value} {per_pattern.get(p.value, 0)}" for p in Pattern)
         + ")",
         "",
         "Both sides vary by 2-3x with the load of other work on this shared machine (see the load "
-        "average above). The one-call baseline streams ~2 GB of buffers through memory and suffers more "
-        "from contention than the cache-sized chunks of the clustering, so the ratio is lowest on a busy "
-        "machine; on a quiet one it was about 2x during development.",
+        "average above); the CPU-time ratio is the steadier figure. The one-call baseline streams ~2 GB "
+        "of buffers through memory (and pays the page faults of its 864 MB result), while the "
+        "clustering works on cache-sized chunks of 64 rows.",
         "",
-        "Why ours can be close to the bare FFT: the clustering does its FFT in batches of 64 rows, which "
-        "stay in cache, while the one-call baseline streams the whole 432 MB array and a 432 MB result "
-        "through memory; the rest (noise floor, harmonic energies, peaks, profiles, K-means on a few "
-        "features per tenant, the class series) is linear in the data and mostly vectorized.",
+        "What the clustering spends its time on (cProfile with the process's CPU time, 5,000 tenants): "
+        "the chunked FFT is about 45%; the rest is NaN filling, the noise floor and harmonic windows "
+        "(one gather and one sort for all windows), the 30-minute block maxima and means (autocorrelation "
+        "and folded swing), the 99th percentile, K-means, and the second pass that averages the class "
+        "series. See docs/clustering.md (Speed and memory) for the breakdown before and after.",
         "",
     ]
     text = "\n".join(lines)

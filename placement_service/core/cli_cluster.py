@@ -60,7 +60,8 @@ def register(subparsers: Any) -> None:
         type=finite_float,
         default=None,
         metavar="S",
-        help="slot length in seconds (default: inferred)",
+        help="slot length in seconds (default: inferred: the lower median of the servers' own intervals, "
+        "each the median spacing of its samples); each server is still resampled on its own interval",
     )
     p.add_argument("--seed", type=int, default=0, metavar="N", help="K-means random seed (default 0)")
     p.add_argument(
@@ -120,7 +121,7 @@ def _cluster(args: argparse.Namespace) -> int:
     from placement_service.core.clustering import UtilizationClustering
     from placement_service.core.grid import build_grid
     from placement_service.traces import io
-    from placement_service.traces.series import reimage_rates, tenant_series, tenant_storage_gb
+    from placement_service.traces.series import build_tenant_series, reimage_rates, tenant_storage_gb
 
     if args.reimages and not args.inventory:
         raise ClusterInputError("--reimages needs --inventory (to map servers to tenants and storage)")
@@ -135,7 +136,7 @@ def _cluster(args: argparse.Namespace) -> int:
         args.utilization, cpu_percent=args.cpu_percent, inventory=inventory, optional_columns=False
     )
     try:
-        series = tenant_series(samples, interval_s=args.interval_s)
+        series, sampling = build_tenant_series(samples, interval_s=args.interval_s)
     except ValueError as exc:
         raise ClusterInputError(f"{args.utilization}: {exc}") from None
     del samples
@@ -176,6 +177,14 @@ def _cluster(args: argparse.Namespace) -> int:
             "out": str(args.out),
             "seconds": round(time.perf_counter() - started, 3),
             "tenants_without_samples": unplaced,
+            "sampling": {
+                "server_intervals_s": [[v, n] for v, n in sampling.interval_counts()],
+                "mixed_intervals": sampling.mixed_intervals,
+                "partial_window_tenants": len(sampling.partial_window_tenants()),
+                "disjoint_windows": sampling.disjoint_windows,
+                "notes": sampling.notes(),
+            },
+            "own_window_tenants": len(model.own_window_tenants_),
         }
     )
     if args.json:
@@ -253,6 +262,10 @@ def _print_summary(s: Mapping[str, Any]) -> None:
         f"clustered {s['tenants']} tenants: {s['slots']} slots of {s['interval_s']:g} s ({s['days']:g} days), "
         f"{s['long_gaps']} long gap(s), in {s['seconds']:.2f} s"
     )
+    for note in s.get("sampling", {}).get("notes", []):
+        print(f"  {note}")
+    if s.get("own_window_tenants"):
+        print(f"  {s['own_window_tenants']} tenant(s) analysed on their own observation window")
     print(f"{'pattern':<14}{'classes':>8}{'tenants':>9}{'servers':>9}")
     for pattern, d in s["patterns"].items():
         print(f"{pattern:<14}{d['classes']:>8}{d['tenants']:>9}{d['servers']:>9}")

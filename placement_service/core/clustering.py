@@ -93,7 +93,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
     (``FrequencyProfile``, rows in series order), ``tenant_avg_cpu_`` / ``tenant_peak_cpu_``
     (tenant -> CPU fraction), ``tenant_grid_peak_cpu_`` (the peak the placement grid ranks by, see
     ``unpredictable_peak_sigmas``), ``class_cpu_`` (class series, [n_classes, n_slots] float32 in
-    ``classes_`` order), ``k_scores_`` (pattern -> {k: RMS spread or silhouette} of the k tried).
+    ``classes_`` order), ``k_scores_`` (pattern -> {k: RMS spread or silhouette} of the k tried),
+    ``own_window_tenants_`` (tenants observed over a short part of the grid, whose pattern, average
+    and peak are of their own window; see ``patterns.py``).
     """
 
     def __init__(
@@ -112,7 +114,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         daily_harmonics: int = _DEFAULT_THRESHOLDS.daily_harmonics,
         weekly_harmonics: int = _DEFAULT_THRESHOLDS.weekly_harmonics,
         periodic_min_acf: float = _DEFAULT_THRESHOLDS.periodic_min_acf,
+        periodic_min_acf_rise: float = _DEFAULT_THRESHOLDS.periodic_min_acf_rise,
         periodic_acf_energy_frac: float = _DEFAULT_THRESHOLDS.periodic_acf_energy_frac,
+        periodic_min_swing: float = _DEFAULT_THRESHOLDS.periodic_min_swing,
         periodic_min_cv: float = _DEFAULT_THRESHOLDS.periodic_min_cv,
         random_state: int = 0,
         chunk_rows: int = 64,
@@ -130,7 +134,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         self.daily_harmonics = daily_harmonics
         self.weekly_harmonics = weekly_harmonics
         self.periodic_min_acf = periodic_min_acf
+        self.periodic_min_acf_rise = periodic_min_acf_rise
         self.periodic_acf_energy_frac = periodic_acf_energy_frac
+        self.periodic_min_swing = periodic_min_swing
         self.periodic_min_cv = periodic_min_cv
         self.random_state = random_state
         self.chunk_rows = chunk_rows
@@ -144,7 +150,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
             daily_harmonics=self.daily_harmonics,
             weekly_harmonics=self.weekly_harmonics,
             periodic_min_acf=self.periodic_min_acf,
+            periodic_min_acf_rise=self.periodic_min_acf_rise,
             periodic_acf_energy_frac=self.periodic_acf_energy_frac,
+            periodic_min_swing=self.periodic_min_swing,
             periodic_min_cv=self.periodic_min_cv,
         )
 
@@ -208,8 +216,9 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
             w = servers[members] if servers[members].sum() > 0 else np.ones(members.size)
             weights[g, members] = w / w.sum()
         class_cpu = np.zeros((len(group_pattern), series.n_slots), dtype=np.float32)
-        n_missing = np.rint(scan.profile.missing_frac * series.n_slots)
-        for lo, hi, block, _mean, _missing in filled_chunks(series.cpu, self.chunk_rows, n_missing):
+        # (a row's mean over its observed samples is the same on the grid and on its own window)
+        chunks = filled_chunks(series.cpu, self.chunk_rows, scan.n_missing, scan.profile.mean_cpu)
+        for lo, hi, block, _mean, _missing in chunks:
             class_cpu += weights[:, lo:hi] @ block
         # float32 weighted sums of fractions can land a hair outside [0, 1] (1.0000001 for a
         # saturated class); the tags are fractions of the servers' cores, so clip them here once.
@@ -255,6 +264,8 @@ class UtilizationClustering(BaseEstimator):  # type: ignore[misc]
         self.tenant_class_: dict[str, str] = tenant_class
         self.classes_: tuple[UtilizationClass, ...] = tuple(classes)
         self.profile_: FrequencyProfile = scan.profile
+        own = np.flatnonzero(scan.window[:, 1] < series.n_slots)
+        self.own_window_tenants_: tuple[str, ...] = tuple(tenants[i] for i in own)
         self.tenant_avg_cpu_: dict[str, float] = {t: float(avg[i]) for i, t in enumerate(tenants)}
         self.tenant_peak_cpu_: dict[str, float] = {t: float(peak[i]) for i, t in enumerate(tenants)}
         risky = patterns == Pattern.UNPREDICTABLE

@@ -96,7 +96,13 @@ def register(subparsers: Any) -> None:
     k.add_argument("--reimages")
     k.add_argument("--inventory")
     k.add_argument("--cpu-percent", action="store_true", help="cpu / memory columns hold 0-100, not 0-1")
-    k.add_argument("--interval-s", type=finite_float, default=None, help="slot length (default: inferred)")
+    k.add_argument(
+        "--interval-s",
+        type=finite_float,
+        default=None,
+        help="slot length (default: inferred from each server's median spacing; the summary names mixed "
+        "intervals and tenants observed in different windows)",
+    )
     k.set_defaults(func=_check)
 
 
@@ -192,17 +198,22 @@ def _check(args: argparse.Namespace) -> int:
     import numpy as np
 
     from placement_service.traces import io
-    from placement_service.traces.series import reimage_rates, tenant_series
+    from placement_service.traces.series import build_tenant_series, reimage_rates
 
+    if args.interval_s is not None and not args.interval_s > 0:
+        raise HarvestError(f"--interval-s must be positive, got {args.interval_s}")
     inventory = io.load_inventory(args.inventory) if args.inventory else None
     known = inventory.server if inventory is not None else None
     samples = io.load_utilization(args.utilization, cpu_percent=args.cpu_percent, inventory=inventory)
-    series = tenant_series(samples, interval_s=args.interval_s)
+    series, sampling = build_tenant_series(samples, interval_s=args.interval_s)
     print(
         f"{args.utilization}: {len(samples)} samples, {len(samples.factorize('server')[0])} servers, "
         f"{len(series.tenants)} tenants, {series.n_slots} slots of {series.interval_s:g} s, "
         f"{len(series.long_gaps)} long gap(s)"
     )
+    # What the grid was built from: per-server intervals, mixed intervals, partial / disjoint windows.
+    for note in sampling.notes():
+        print(f"  {note}")
     if inventory is not None:
         print(f"{args.inventory}: {len(inventory)} servers, {len(set(inventory.tenant))} tenants")
     if args.reimages:

@@ -95,3 +95,18 @@ def test_generate_reads_a_settings_file(tmp_path, capsys):
     cfg.write_text(json.dumps({"no_such_knob": 1}))
     assert main(argv) == 2
     assert "unknown generator setting 'no_such_knob'" in capsys.readouterr().err
+
+
+def test_check_traces_names_mixed_intervals_and_disjoint_windows(tmp_path, capsys):
+    # Tenant a: two servers every 60 s for two days; tenant b: one server every 300 s, 20 days later.
+    lines = ["timestamp,server,tenant,cpu"]
+    lines += [f"{60 * j},a{k},a,0.2" for k in range(2) for j in range(2880)]
+    lines += [f"{86400 * 22 + 300 * j},b0,b,0.3" for j in range(576)]
+    path = tmp_path / "utilization.csv"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["check-traces", "--utilization", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 tenants, 34556 slots of 60 s" in out
+    assert "mixed sampling intervals: 60 s x2, 300 s x1" in out
+    assert "2 of 2 tenants observed over part of the 24.0 days only" in out and "do not overlap at all" in out
+    assert main(["check-traces", "--utilization", str(path), "--interval-s", "0"]) == 2

@@ -20,6 +20,7 @@ from placement_service.traces.series import (
     tenant_server_counts,
     tenant_storage_gb,
 )
+from tests.fixtures.clustering.servers import resending_servers
 
 T0 = 1456790400.0
 
@@ -165,3 +166,77 @@ def test_series_built_in_row_chunks_equals_the_one_pass_result(monkeypatch: pyte
     chunked = tenant_series(s)
     assert chunked.tenants == whole.tenants and chunked.long_gaps == whole.long_gaps
     np.testing.assert_allclose(chunked.cpu, whole.cpu, rtol=1e-12, equal_nan=True)
+
+
+# --- per-server sampling intervals (issue 39, finding 2) ------------------------------------------
+
+
+def test_interval_is_each_servers_median_spacing_not_the_union_of_their_times():
+    from placement_service.core.patterns import classify_patterns
+    from placement_service.core.types import Pattern
+
+    s = resending_servers()
+    series = tenant_series(s)
+    assert 60.0 <= series.interval_s <= 70.0  # the former inference (the most common step): 10 s
+    from placement_service.traces.series import build_tenant_series
+
+    summary = build_tenant_series(s)[1]
+    assert set(summary.server_interval_s) == {f"m{i:02d}" for i in range(16)}
+    assert all(60.0 <= v <= 70.0 for v in summary.server_interval_s.values())
+    assert series.long_gaps == ()
+    patterns = classify_patterns(series.cpu, series.interval_s)
+    assert int(np.sum(patterns == Pattern.PERIODIC)) == 16
+    notes = "\n".join(summary.notes())
+    assert "per-server sampling intervals" in notes and "irregular sampling within servers: 10-90% of the steps 10-70 s" in notes
+    # --interval-s stays an override.
+    assert build_tenant_series(s, interval_s=120.0)[0].interval_s == 120.0
+
+
+def test_mixed_intervals_are_resampled_per_server_without_inventing_gaps():
+    rows = [(T0 + 60.0 * j, f"fast{k}", "fast", 0.2 + 0.01 * k) for k in range(3) for j in range(200)]
+    rows += [(T0 + 15.0 + 300.0 * j, "slow0", "slow", 0.1 * (j % 2)) for j in range(40)]
+    series = tenant_series(samples(rows))
+    assert series.interval_s == 60.0
+    assert series.long_gaps == () and not np.isnan(series.cpu).any()
+    slow = series.cpu[series.tenants.index("slow")]
+    # Sample j (at 15 + 300 j s) holds over the 60-s slots whose start is within 150 s of it.
+    np.testing.assert_allclose(slow[:8], [0.0, 0.0, 0.0, 0.1, 0.1, 0.1, 0.1, 0.1])
+    from placement_service.traces.series import build_tenant_series
+
+    summary = build_tenant_series(samples(rows))[1]
+    assert summary.server_interval_s["slow0"] == 300.0 and summary.mixed_intervals
+    assert any("mixed sampling intervals: 60 s x3, 300 s x1" in n for n in summary.notes())
+
+
+def test_a_server_finer_than_the_grid_counts_once_per_slot():
+    rows = [(T0 + 10.0 * j, "fine", "t", 0.6) for j in range(60)]
+    rows += [(T0 + 60.0 * j, "coarse", "t", 0.2) for j in range(10)]
+    series = tenant_series(samples(rows), interval_s=60.0)
+    np.testing.assert_allclose(series.cpu[0, 1:9], 0.4)  # the mean of the two servers, not 6:1
+
+
+def test_tenants_in_disjoint_windows_are_named():
+    from placement_service.traces.series import build_tenant_series
+
+    rows = [(T0 + 300.0 * j, "a1", "a", 0.2) for j in range(300)]
+    rows += [(T0 + 86400.0 * 30 + 300.0 * j, "b1", "b", 0.3) for j in range(300)]
+    _, summary = build_tenant_series(samples(rows))
+    assert summary.partial_window_tenants() == ["a", "b"] and summary.disjoint_windows
+    assert any("2 of 2 tenants observed over part of the 31.0 days only" in n and "do not overlap" in n
+               for n in summary.notes())
+    assert not summary.mixed_intervals
+
+
+def test_coarse_servers_spread_over_slots_in_bounded_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    import placement_service.traces.series as series_mod
+
+    rng = np.random.default_rng(8)
+    rows = [(T0 + 60.0 * j, f"f{k}", "a", float(rng.random())) for k in range(2) for j in range(300)]
+    rows += [(T0 + 7.0 + 900.0 * j, "c0", "b", float(rng.random())) for j in range(20)]  # 15 slots each
+    rows += [(T0 + 300.0 * j, "m0", "a", float(rng.random())) for j in range(60)]
+    s = samples([rows[i] for i in rng.permutation(len(rows))])
+    whole = tenant_series(s)
+    monkeypatch.setattr(series_mod, "_CHUNK_ROWS", 7)
+    pieces = tenant_series(s)
+    assert whole.interval_s == 60.0 and not np.isnan(whole.cpu[:, :285]).any()  # b ends at slot 292
+    np.testing.assert_allclose(pieces.cpu, whole.cpu, rtol=1e-12, equal_nan=True)
