@@ -14,8 +14,8 @@ Procedure for one (system, replicas, level, run):
    that follow the history window. An access fails when every replica's server is busy in that
    slot (a missing replica counts as unavailable).
 3. ``failed_access_pct = 100 * failed / accesses``; ``utilization`` is the core-weighted average
-   primary CPU over the access window. A block the placer found no space for (a cluster too small
-   for the blocks) is not a busy read: its reads are counted apart (``unplaced_accesses``, and the
+   primary CPU over the access window. A block the placer found no space for (fewer servers with
+   a block of space left than replicas: a cluster too small for the blocks) is not a busy read: its reads are counted apart (``unplaced_accesses``, and the
    blocks in ``unplaced_blocks``), out of ``accesses``, ``failed`` and the expectation below.
 4. ``expected_failed_per_million``: what the sampled count estimates, computed exactly: the share
    of (block, slot) pairs of the access window in which every replica's server is busy, times a
@@ -174,25 +174,31 @@ def simulate_availability(
         state[flip] = busy_t[flip, slot]
 
     batch = getattr(placer, "place_many_indices", None)  # ReplicaPlacer's batch placement
-    placed = np.zeros(n_blocks, dtype=bool)
+    # placed[b]: False only for a block that failed for want of space (fewer servers with a block
+    # of space left than replicas); a block refused because the servers with space were busy is a
+    # block nobody can read (its reads fail), as before.
+    placed = np.ones(n_blocks, dtype=bool)
     for slot in np.unique(create_slot):
         learn_busy(int(slot))
         lo, hi = int(bounds[slot]), int(bounds[slot + 1])
+        failed_b: list[int] = []
         if batch is not None:  # HDFS-H and its variants: the slot's blocks in one call (same rules)
             got = batch(writer[lo:hi], replicas, rng=place_rng)
             ok_b = ~got.failed
             rep[lo:hi][ok_b] = got.targets[ok_b]
-            placed[lo:hi] = ok_b
             relaxed += int(got.relaxed.sum())
-            continue
-        for b in range(lo, hi):
-            try:
-                res = placer.place(names[writer[b]], replicas, rng=place_rng)
-            except PlacementError:
-                continue
-            relaxed += res.relaxed
-            rep[b, : len(res.targets)] = [index[x] for x in res.targets]
-            placed[b] = True
+            failed_b = (lo + np.flatnonzero(got.failed)).tolist()
+        else:
+            for b in range(lo, hi):
+                try:
+                    res = placer.place(names[writer[b]], replicas, rng=place_rng)
+                except PlacementError:
+                    failed_b.append(b)
+                    continue
+                relaxed += res.relaxed
+                rep[b, : len(res.targets)] = [index[x] for x in res.targets]
+        if failed_b and sum(placer.has_space(x) for x in names) < replicas:
+            placed[failed_b] = False
     # 2. accesses over the window after the history.
     a_block = access_rng.integers(0, n_blocks, config.accesses)
     a_off = access_rng.integers(0, eval_slots, config.accesses)

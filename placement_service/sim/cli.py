@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from placement_service import HarvestError
-from placement_service.core.mover import MoveConfig
+from placement_service.core.mover import MOVE_BUDGET_MB_PER_SERVER_DAY, MoveConfig
 from placement_service.core.placement import (
     COBUSY_NEW_MAX_TURNOVER,
     COBUSY_NEW_TARGET,
@@ -386,6 +386,10 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
     m.add_argument("--move-max-frac", type=finite_float, default=MOVE_MAX_FRAC_PER_DAY,
                    help=f"at most this share of the blocks moves per day of {window}, spread over the passes "
                         f"(default {MOVE_MAX_FRAC_PER_DAY:g})")
+    m.add_argument("--move-budget-gb", type=finite_float, default=MOVE_BUDGET_MB_PER_SERVER_DAY / 1024.0,
+                   help="each primary tenant sends and receives at most this many GB of moved replicas a day per "
+                        "server it has (the copy's read and write; daily passes and the watch share it; 0: no moves; "
+                        f"default {MOVE_BUDGET_MB_PER_SERVER_DAY / 1024.0:g}, docs/policy.md)")
     m.add_argument("--watch-every-hours", type=finite_float, default=WATCH_EVERY_HOURS,
                    help="between the passes, every this many hours, blocks with every live replica but one on a "
                         "tenant busy at that hour move a busy replica to a tenant that is not (core.mover.move_busy_now); "
@@ -408,7 +412,8 @@ def _move_config(args: argparse.Namespace) -> MoveConfig:
         if getattr(args, opt) < 1:
             raise SimUsageError(f"--{opt.replace('_', '-')} must be >= 1, got {getattr(args, opt)}")
     try:
-        return mover_config(args.move_every_days, args.move_risk_max, args.move_max_frac)
+        return mover_config(args.move_every_days, args.move_risk_max, args.move_max_frac,
+                            budget_mb_per_server_day=1024.0 * args.move_budget_gb)
     except (ValueError, PolicyError) as exc:
         raise SimUsageError(f"HDFS-H-cobusy-mover options: {exc}") from None
 

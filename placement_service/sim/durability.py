@@ -114,6 +114,8 @@ class DurabilityResult:
     docstring): every lost block that ever held two replicas passed through one of these."""
     one_left_block_hours: float = 0.0
     """Block-hours spent with exactly one live replica, counted after each step's re-replication."""
+    one_left_moved: int = 0
+    """The ``one_left`` events of blocks the mover had moved before (0 without a mover)."""
 
 
 class _ReplicaIndex:
@@ -238,7 +240,8 @@ def simulate_durability(
     idx = _ReplicaIndex(rep, n, config.rebuild_every)
     rate_per_step = config.repair_blocks_per_hour * config.step_s / 3600.0
     tokens = np.full(n, rate_per_step)
-    relaxed = failed = repairs = max_queue = moved = one_left = 0
+    relaxed = failed = repairs = max_queue = moved = one_left = one_left_moved = 0
+    was_moved = np.zeros(n_blocks, dtype=bool)
     one_left_hours = 0.0
     step_h = config.step_s / 3600.0
     next_move_s = move_every_s
@@ -325,7 +328,9 @@ def simulate_durability(
                 wiped = idx.flat[pos].copy()
                 idx.flat[pos] = -1
                 blocks, counts = np.unique(pos // replicas, return_counts=True)
-                one_left += int(((alive[blocks] > 1) & (alive[blocks] - counts <= 1)).sum())
+                down = (alive[blocks] > 1) & (alive[blocks] - counts <= 1)
+                one_left += int(down.sum())
+                one_left_moved += int((down & was_moved[blocks]).sum())
                 alive[blocks] -= counts.astype(np.int8)
                 dead = blocks[(alive[blocks] == 0) & ~lost[blocks]]
                 lost[dead] = True
@@ -389,6 +394,7 @@ def simulate_durability(
                 pos = report.moved_blocks * replicas + report.moved_columns
                 idx.log(pos, idx.flat[pos].copy())
                 moved += report.moved
+                was_moved[report.moved_blocks] = True
         if (step + 1) % progress_every == 0:
             logger.info(
                 "%s x%d: day %.0f, %d blocks, %d lost, %d queued, %d repairs, %d moved",
@@ -410,4 +416,5 @@ def simulate_durability(
         moved_replicas=moved,
         one_left=one_left,
         one_left_block_hours=one_left_hours,
+        one_left_moved=one_left_moved,
     )

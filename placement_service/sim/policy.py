@@ -24,7 +24,14 @@ from placement_service.core.busy_hours import busy_hour_masks as core_busy_hour_
 from placement_service.core.clustering import UtilizationClustering
 from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy, reimage_penalty
 from placement_service.core.grid import build_grid
-from placement_service.core.mover import MoveConfig, MoveReport, merge_reports, move_at_risk, move_busy_now
+from placement_service.core.mover import (
+    MoveBudget,
+    MoveConfig,
+    MoveReport,
+    merge_reports,
+    move_at_risk,
+    move_busy_now,
+)
 from placement_service.core.placement import (
     COBUSY_NEW_MAX_TURNOVER,
     COBUSY_NEW_TARGET,
@@ -241,13 +248,16 @@ losing 2 / 0 / 0 / 0 blocks (docs/bench/cobusy.md, "The watch on by default").""
 
 
 def mover_config(
-    every_days: float, risk_max: float = MoveConfig.risk_max, max_frac_per_day: float = MOVE_MAX_FRAC_PER_DAY
+    every_days: float, risk_max: float = MoveConfig.risk_max, max_frac_per_day: float = MOVE_MAX_FRAC_PER_DAY,
+    budget_mb_per_server_day: float | None = MoveConfig.budget_mb_per_server_day,
 ) -> MoveConfig:
     """HDFS-H-cobusy-mover's per-pass settings for a pass every ``every_days``: the day's budget
-    (``max_frac_per_day`` of the blocks) spread over the passes of a day."""
+    (``max_frac_per_day`` of the blocks) spread over the passes of a day, and each tenant's daily
+    byte budget (``core.mover.MoveBudget``; None: none)."""
     if every_days <= 0:
         raise ValueError(f"--move-every-days must be > 0, got {every_days:g}")
-    return MoveConfig(risk_max=risk_max, max_moves_frac=max_frac_per_day * every_days)
+    return MoveConfig(risk_max=risk_max, max_moves_frac=max_frac_per_day * every_days,
+                      budget_mb_per_server_day=budget_mb_per_server_day)
 
 
 class CobusyMover:
@@ -286,6 +296,11 @@ class CobusyMover:
         self.reports: list[MoveReport] = []
         self.watch_moved = 0
         """Replicas the watch moved so far."""
+        self.refused_budget = self.refused_exposure = 0
+        """Moves refused so far for the tenants' daily budget and for raising durability exposure."""
+        b = self.config.budget_mb_per_server_day
+        self.budget = MoveBudget(placer, b) if b is not None else None
+        self._slots_per_day = max(1, int(round(86400.0 / dc.series.interval_s)))
         self._next_pass: int | None = None
         row = {t: i for i, t in enumerate(dc.series.tenants)}
         # The CPU row of each of the placer's tenants (-1: no series, never busy for the watch).
@@ -300,6 +315,8 @@ class CobusyMover:
         (refit on the ``history_slots`` before ``slot``, cyclic in the series) when due, then the watch."""
         slot = int(slot)
         report = MoveReport.nothing()
+        if self.budget is not None:
+            self.budget.at_day(slot // self._slots_per_day)
         if self._next_pass is None or slot >= self._next_pass:
             start = slot - self.history_slots
             window = np.take(self.cpu, np.arange(start, slot) % self.cpu.shape[1], axis=1)
@@ -307,16 +324,18 @@ class CobusyMover:
             model = fit_cobusy(s.tenants, window, s.start_s + start * s.interval_s, s.interval_s, self.busy_cpu,
                                self.cobusy_config)
             self.placer.set_cobusy(model)
-            report = move_at_risk(self.placer, replicas, self.config, self.rng)
+            report = move_at_risk(self.placer, replicas, self.config, self.rng, budget=self.budget)
             self.reports.append(report)
             self._next_pass = slot + self.pass_every_slots
         if self.watch_rng is not None:
             known = self._cpu_row >= 0
             busy = np.zeros(known.shape, dtype=bool)
             busy[known] = self.cpu[self._cpu_row[known], slot % self.cpu.shape[1]] > self.busy_cpu
-            watched = move_busy_now(self.placer, replicas, busy, self.watch_rng)
+            watched = move_busy_now(self.placer, replicas, busy, self.watch_rng, budget=self.budget)
             self.watch_moved += watched.moved
             report = merge_reports(report, watched)
+        self.refused_budget += report.refused_budget
+        self.refused_exposure += report.refused_exposure
         return report
 
 
@@ -341,6 +360,8 @@ class Placer(Protocol):
     def reset_server(self, server: str) -> None: ...
 
     def set_busy(self, server: str, busy: bool) -> None: ...
+
+    def has_space(self, server: str) -> bool: ...
 
 
 def make_placer(

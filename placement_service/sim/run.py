@@ -153,6 +153,11 @@ def _move_settings(move_config: MoveConfig | None, move_every_days: float) -> Mo
     return move_config if move_config is not None else default
 
 
+def _budget_gb(config: MoveConfig) -> float | None:
+    b = config.budget_mb_per_server_day
+    return None if b is None else b / 1024.0
+
+
 def _mover_cadence(dc: SimDatacenter, move_every_days: float, watch_every_hours: float) -> tuple[int, int]:
     """HDFS-H-cobusy-mover: (slots between the simulator's calls, slots between daily passes; 0:
     a pass at every call). With a watch the calls come at its period and the passes when due."""
@@ -382,8 +387,12 @@ def run_durability(
             "reimage_source": schedule.how, "reimage_source_days": schedule.source_span_s / 86400.0,
         }
         rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
+        rec["moves_per_day"] = res.moved_replicas / config.days
         if daily is not None:
             rec["watch_moved"] = daily.watch_moved
+            rec["move_budget_gb_per_server_day"] = _budget_gb(move_config)
+            rec["moves_refused_budget"] = daily.refused_budget
+            rec["moves_refused_exposure"] = daily.refused_exposure
         return rec
 
     return _sweep(points, one, workers, lambda rec: (
@@ -461,6 +470,9 @@ def run_availability(
         rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
         if mover is not None:
             rec["watch_moved"] = mover.watch_moved
+            rec["move_budget_gb_per_server_day"] = _budget_gb(move_config)
+            rec["moves_refused_budget"] = mover.refused_budget
+            rec["moves_refused_exposure"] = mover.refused_exposure
         return rec
 
     return _sweep(points, one, workers, lambda rec: (

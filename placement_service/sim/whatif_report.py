@@ -280,11 +280,11 @@ def render_report(*, title: str, dc_summary: dict[str, Any], classes: dict[str, 
               "| utilization | replicas | " + " | ".join(av_systems) + " |", "|---|---|" + "---|" * len(av_systems)]
     for lvl in s["levels"]:
         for r in config.replicas:
-            row = []
+            cells: list[str] = []
             for sysname in av_systems:
-                v = _per_million(failed, accesses, (sysname, r, lvl))
-                row.append(f"{v:,.1f}" if v is not None else "-")
-            lines.append(f"| {100 * lvl:.0f}% | {r} | " + " | ".join(row) + " |")
+                pm = _per_million(failed, accesses, (sysname, r, lvl))
+                cells.append(f"{pm:,.1f}" if pm is not None else "-")
+            lines.append(f"| {100 * lvl:.0f}% | {r} | " + " | ".join(cells) + " |")
     if unplaced:
         lines += ["", f"**{unplaced:,} block placements found no space** (summed over the runs): those blocks are "
                   "not in the table (`unplaced_blocks`, `unplaced_accesses` in the records); the cluster's storage is "
