@@ -204,10 +204,11 @@ def simulate_availability(
     a_off = access_rng.integers(0, eval_slots, config.accesses)
     a_slot = (hist_slots + a_off) % n_slots
     moved = 0
+    all_placed = bool(placed.all())
     window = (hist_slots + np.arange(eval_slots)) % n_slots
     if mover is None:
         holders = rep[a_block]
-        all_busy = _all_busy_slots(rep, dc.server_tenant, busy_t, window)
+        all_busy = _all_busy_slots(rep if all_placed else rep[placed], dc.server_tenant, busy_t, window)
     else:
         all_busy = 0
         # Accesses read the replicas as they are at their slot: evaluate one move period at a time.
@@ -218,7 +219,7 @@ def simulate_availability(
             moved += int(mover(hist_slots + start, rep))
             seg = (a_off >= start) & (a_off < start + move_every_slots)
             holders[seg] = rep[a_block[seg]]
-            all_busy += _all_busy_slots(rep, dc.server_tenant, busy_t, window[start: start + move_every_slots])
+            all_busy += _all_busy_slots(rep if all_placed else rep[placed], dc.server_tenant, busy_t, window[start: start + move_every_slots])
     server_busy = np.ones(holders.shape, dtype=bool)
     ok = holders >= 0
     server_busy[ok] = busy_t[dc.server_tenant[holders[ok]], np.broadcast_to(a_slot[:, None], holders.shape)[ok]]

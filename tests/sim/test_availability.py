@@ -233,3 +233,20 @@ def test_every_availability_record_has_moves_per_day_and_the_movers_budget(tiny_
     mover = next(r for r in recs if r["system"] == "HDFS-H-cobusy-mover")
     assert mover["move_budget_gb_per_server_day"] == 2.0
     assert mover["moves_refused_budget"] >= 0 and mover["moves_refused_exposure"] >= 0
+
+
+@pytest.mark.parametrize("system", [HdfsSystem.STOCK, HdfsSystem.H])
+def test_blocks_that_found_no_space_are_not_failed_reads(system: HdfsSystem) -> None:
+    # Issue 39 finding 5: on a cluster too small for the blocks, every read of a block that found no
+    # space counted as a read that found every replica busy; here no tenant is ever busy.
+    cpu = np.full((9, 576), 0.2)
+    dc = make_dc(cpu, servers_per_tenant=3, storage_gb=0.5)  # 27 servers x 2 blocks: 18 blocks of 3 replicas
+    grid = placement_grid(dc, {t: 0.2 for t in dc.series.tenants}, {t: float(i % 3) for i, t in enumerate(dc.series.tenants)})
+    placer = make_placer(system, dc, grid, seed=0, block_size_mb=256.0)
+    cfg = AvailabilityConfig(days=1.0, history_days=1.0, blocks=100, accesses=5000)
+    rng = np.random.default_rng
+    res = simulate_availability(dc, dc.cpu, placer, system, 3, cfg, create_rng=rng(0), place_rng=rng(1),
+                                access_rng=rng(2))
+    assert res.failed_accesses == 0 and res.expected_failed_per_million == 0.0
+    assert 100 - 18 <= res.unplaced_blocks < 100 and res.accesses + res.unplaced_accesses == 5000
+    assert res.unplaced_accesses > 0.7 * 5000
