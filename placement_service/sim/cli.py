@@ -88,6 +88,15 @@ def _inputs(p: argparse.ArgumentParser, reimages_required: bool = False) -> None
 AGENT = AgentSettings()
 
 
+def _systems_help() -> str:
+    """``--systems`` help from ``sim.policy``'s one description per system and where it runs."""
+    from placement_service.sim.policy import HdfsSystem, service_placement
+
+    svc = service_placement()
+    return ("comma list of: " + "; ".join(f"{x.value}: {svc.describe(x)}" for x in HdfsSystem)
+            + " (default: HDFS-Stock,HDFS-H; docs/policy.md)")
+
+
 def register(subparsers: Any) -> None:
     sim = subparsers.add_parser("sim", help="trace-driven simulator: scheduling, durability, availability")
     sub = sim.add_subparsers(dest="sim_command", metavar="<experiment>")
@@ -146,11 +155,7 @@ def register(subparsers: Any) -> None:
                         "still written at its own step (default: one call per --step-s; harvest whatif uses a day)")
     p.add_argument("--workers", type=int, default=1,
                    help="processes simulating points side by side (default 1; the records are the same for any number)")
-    p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), "
-                        "HDFS-H-cobusy-mover (HDFS-H-cobusy + estimates refitted every day on the trailing history, the CPU series "
-                        "repeated over the year, and replicas of blocks at risk moved), HDFS-H-risk (experimental: HDFS-H with "
-                        "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
+    p.add_argument("--systems", default="HDFS-Stock,HDFS-H", help=_systems_help())
     _mover_options(p, "the simulated days")
     p.set_defaults(func=_durability)
 
@@ -167,10 +172,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--block-size-mb", type=finite_float, default=256.0)
     p.add_argument("--workers", type=int, default=1,
                    help="processes simulating points side by side (default 1; the records are the same for any number)")
-    p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), "
-                        "HDFS-H-cobusy-mover (HDFS-H-cobusy + estimates refitted during the access window and replicas of blocks at risk moved), HDFS-H-risk (experimental: HDFS-H with "
-                        "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
+    p.add_argument("--systems", default="HDFS-Stock,HDFS-H", help=_systems_help())
     _mover_options(p, "the access window")
     p.set_defaults(func=_availability)
 
