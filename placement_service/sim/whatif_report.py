@@ -98,8 +98,9 @@ def tenants_figure(series: Any, classes: dict[str, Any], servers_of: dict[str, i
     for ax, panel in zip(axes[:, 0], panels, strict=False):
         for t in panel.tenants:
             ax.plot(hours, 100 * series.cpu[row_of[t], :n], lw=0.8, label=t)
-        ax.set_title(f"{panel.pattern}: {panel.members} tenants ({len(panel.tenants)} shown: the 25th, 50th and "
-                     "75th percentile of mean CPU)", fontsize=10)
+        which = ("all shown" if len(panel.tenants) == panel.members else
+                 f"{len(panel.tenants)} shown: the 25th, 50th and 75th percentile of mean CPU")
+        ax.set_title(f"{panel.pattern}: {panel.members} tenants ({which})", fontsize=10)
         ax.set_ylabel("CPU %")
         ax.set_ylim(0, panel.ymax_pct)
         ax.legend(fontsize=7, loc="upper right")
