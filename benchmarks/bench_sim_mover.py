@@ -68,8 +68,9 @@ def run(work: Path, name: str, argv: list[str], force: bool) -> None:
 
 
 def table(work: Path, names: list[str]) -> str:
-    lines = ["| datacenter | level | utilization | system | failed accesses per million, per run | moved replicas a day (% of blocks) |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| datacenter | level | utilization | system | failed accesses per million, per run | moved replicas a day "
+             "(% of blocks) | moves refused: budget / exposure |",
+             "|---|---|---|---|---|---|---|"]
     for name in names:
         doc = json.loads((work / name / "results.json").read_text())
         days, blocks = float(doc["settings"]["days"]), float(doc["settings"]["blocks"])
@@ -81,7 +82,9 @@ def table(work: Path, names: list[str]) -> str:
             moved = sum(r.get("moved_replicas", 0) for r in recs) / len(recs) / days
             cost = f"{moved:,.0f} ({100 * moved / blocks:.2f}%)" if moved else "-"
             util = sum(r["utilization"] for r in recs) / len(recs)
-            lines.append(f"| {doc['datacenter']} | {level:.1f} | {100 * util:.1f}% | {system} | {per_m} | {cost} |")
+            refused = (f"{sum(r['moves_refused_budget'] for r in recs):,} / {sum(r['moves_refused_exposure'] for r in recs):,}"
+                       if all("moves_refused_budget" in r for r in recs) else "-")
+            lines.append(f"| {doc['datacenter']} | {level:.1f} | {100 * util:.1f}% | {system} | {per_m} | {cost} | {refused} |")
     return "\n".join(lines)
 
 
@@ -101,9 +104,23 @@ def main() -> int:
     ap.add_argument("--cobusy-new-target", type=float, default=None,
                     help="the co-busy placements' target for new blocks, passed to harvest sim (sections named "
                          "...-newT)")
+    ap.add_argument("--move-budget-gb", type=float, default=None,
+                    help="the mover's daily budget per server of a tenant, passed to harvest sim (sections named "
+                         "...-budgetX; default: harvest sim's)")
+    ap.add_argument("--blocks", type=int, default=None, help="blocks per run (default 200,000)")
+    ap.add_argument("--accesses", type=int, default=None, help="reads per run (default 1,000,000)")
+    ap.add_argument("--levels", default=None, help="utilization levels (default 0.2,0.3,0.4)")
+    ap.add_argument("--only", default=None, help="comma list of datacenters to run (gen, azure, planetlab)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     extra, suffix = [], ""
+    if args.move_budget_gb is not None:
+        extra += ["--move-budget-gb", f"{args.move_budget_gb:g}"]
+        suffix += f"-budget{args.move_budget_gb:g}"
+    for flag, value in (("--blocks", args.blocks), ("--accesses", args.accesses), ("--levels", args.levels)):
+        if value is not None:
+            extra += [flag, str(value)]
+            suffix += f"-{flag.strip('-')}{value}"
     if args.watch_every_hours is not None:
         extra += ["--watch-every-hours", f"{args.watch_every_hours:g}"]
         suffix += "-watch" if args.watch_every_hours > 0 else "-nowatch"
@@ -114,6 +131,9 @@ def main() -> int:
         extra += ["--cobusy-spread", f"{args.cobusy_spread:g}"]
         suffix += f"-spread{args.cobusy_spread:g}"
     plan = experiments(args.seed, args.runs, args.systems, extra, suffix)
+    if args.only:
+        keep = tuple(f"{x.strip()}-" for x in args.only.split(","))
+        plan = {k: v for k, v in plan.items() if k.startswith(keep)}
     if not args.report_only:
         with ThreadPoolExecutor(max(1, args.parallel)) as pool:
             list(pool.map(lambda kv: run(args.work, kv[0], kv[1], args.force), plan.items()))

@@ -44,6 +44,17 @@ that is not busy, so the
 primary tenants the move touches are all idle. Few blocks qualify where the estimates placed them
 well (about 0.1% a day on the generated datacenter at 40%), so the watch needs no budget.
 
+**The budget and the exposure rule** (both passes). A move copies a block: a read on the source's
+primary tenant (the given-up replica for a daily pass, the idle replica for the watch) and a write
+on the new replica's. ``MoveBudget`` bounds the bytes each primary tenant sends and receives per day
+(``MoveConfig.budget_mb_per_server_day`` times its servers; default ``MOVE_BUDGET_MB_PER_SERVER_DAY``,
+2 GB a server: 8 blocks of 256 MB, under 0.2 Mbit/s on average), shared by the passes of a day: a
+move whose source or target tenant has spent its day's budget is not made (``refused_budget``).
+A move must also never raise the durability exposure it was meant to leave alone: the new server's
+exposure (its tenant's grid row, the reimage-frequency rank, then the reimages seen on the server,
+``ReplicaPlacer.reimages_seen``) must be at most the given-up server's, or the new replica is
+released and nothing changes (``refused_exposure``).
+
 Pure policy over the core placer: the simulator drives it (``sim.policy.CobusyMover``); in a
 cluster the moves are HDFS block moves (the Balancer's ``replaceBlock``), not yet wired.
 """
@@ -59,6 +70,10 @@ from placement_service.core.cobusy import CobusyModel
 from placement_service.core.placement import COBUSY_RISK_TARGET, ReplicaPlacer
 from placement_service.core.types import PlacementError, PolicyError
 
+MOVE_BUDGET_MB_PER_SERVER_DAY = 2048.0
+"""Default move budget: each primary tenant sends and receives at most this many MB of moved
+replicas per day per server it has (module docstring)."""
+
 
 @dataclass(frozen=True)
 class MoveConfig:
@@ -72,10 +87,53 @@ class MoveConfig:
     """A move is kept only when it divides the block's risk by at least this much."""
     max_moves_frac: float = 0.05
     """At most this share of the blocks (rounded up) moves per pass."""
+    budget_mb_per_server_day: float | None = MOVE_BUDGET_MB_PER_SERVER_DAY
+    """Each primary tenant's daily budget of moved bytes (sent and received), per server of the
+    tenant (``MoveBudget``); None: no budget."""
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.risk_max <= 1.0 and self.gain >= 1.0 and 0.0 <= self.max_moves_frac <= 1.0):
             raise PolicyError("MoveConfig: risk_max and max_moves_frac in [0, 1], gain >= 1")
+        b = self.budget_mb_per_server_day
+        if b is not None and not (math.isfinite(b) and b >= 0.0):
+            raise PolicyError(f"MoveConfig: budget_mb_per_server_day must be a number >= 0 (or None), got {b}")
+
+
+class MoveBudget:
+    """The bytes each primary tenant may still move today (module docstring): ``limit_mb[t]`` per
+    day for tenant ``t`` (order of ``placer.tenant_names``), reset when :meth:`at_day` enters a new day."""
+
+    def __init__(self, placer: ReplicaPlacer, mb_per_server_day: float) -> None:
+        servers = np.bincount(placer.tenant_of(np.arange(len(placer.inventory))),
+                              minlength=len(placer.tenant_names)).astype(np.float64)
+        self.limit_mb = servers * float(mb_per_server_day)
+        self.used_mb = np.zeros_like(self.limit_mb)
+        self.day = -1
+
+    def at_day(self, day: int) -> None:
+        """Start day ``day`` (a new day resets what every tenant spent)."""
+        if day != self.day:
+            self.day = int(day)
+            self.used_mb[:] = 0.0
+
+    def allows(self, tenants: list[int], mb: float) -> bool:
+        return all(t < 0 or self.used_mb[t] + mb <= self.limit_mb[t] + 1e-9 for t in tenants)
+
+    def charge(self, tenants: list[int], mb: float) -> None:
+        for t in tenants:
+            if t >= 0:
+                self.used_mb[t] += mb
+
+
+def _exposure(placer: ReplicaPlacer, server: int) -> tuple[int, float]:
+    """A server's durability exposure: its tenant's grid row (reimage-frequency rank; -1 outside the
+    grid ranks lowest) and the reimages seen on it."""
+    row = int(placer.batch_view().server_cell[server])
+    return (row // 3 if row >= 0 else -1, placer.reimages_seen(placer.inventory.server[server]))
+
+
+def _raises_exposure(placer: ReplicaPlacer, new: int, old: int) -> bool:
+    return _exposure(placer, new) > _exposure(placer, old)
 
 
 @dataclass(frozen=True)
@@ -93,6 +151,10 @@ class MoveReport:
     """The moved blocks (rows of ``replicas``), in the order they moved."""
     moved_columns: np.ndarray
     """For each moved block, the column of ``replicas`` that now holds the new server."""
+    refused_budget: int = 0
+    """Moves not made because the source's or the target's tenant had spent its day's budget."""
+    refused_exposure: int = 0
+    """Moves not made because the new server's durability exposure was above the old one's."""
 
     @staticmethod
     def nothing() -> MoveReport:
@@ -113,9 +175,11 @@ def move_at_risk(
     replicas: np.ndarray,
     config: MoveConfig,
     rng: np.random.Generator,
+    budget: MoveBudget | None = None,
 ) -> MoveReport:
     """One pass of the module's procedure; ``replicas`` [block, k] holds inventory rows (-1:
-    missing) and is updated in place for the moved replicas."""
+    missing) and is updated in place for the moved replicas. ``budget``: the day's move budget
+    (module docstring), charged for every move made."""
     model = placer.cobusy
     if model is None:
         raise PolicyError("move_at_risk: the placer has no co-busy estimates")
@@ -128,19 +192,23 @@ def move_at_risk(
     # Only blocks with every replica live (step 2 of the module docstring says why).
     hot = np.flatnonzero((risk > config.risk_max) & (rep >= 0).all(axis=1)) if rep.shape[1] >= 2 else np.zeros(0, np.int64)
     order = hot[np.argsort(-risk[hot], kind="stable")]
-    budget = math.ceil(config.max_moves_frac * len(rep))
+    max_moves = math.ceil(config.max_moves_frac * len(rep))
     names = placer.inventory.server
     block_mb = placer.config.block_size_mb
     k = rep.shape[1]
-    tried = 0
+    tried = refused_budget = refused_exposure = 0
     moved_b: list[int] = []
     moved_k: list[int] = []
-    for b in order[:budget].tolist():
+    for b in order[:max_moves].tolist():
         row = rep[b]
         held = [j for j in range(k) if row[j] >= 0]
         tried += 1
         # 3. the replica whose removal leaves the lowest risk
         drop = held[int(np.argmin(_risk_without(model, tenants[b], held)))]
+        src_t = int(tenants[b][drop])  # the copy reads the given-up replica
+        if budget is not None and not budget.allows([src_t], block_mb):
+            refused_budget += 1
+            continue
         keep = [names[row[i]] for i in held if i != drop]
         old = names[row[drop]]
         try:
@@ -154,6 +222,16 @@ def move_at_risk(
         if res.relaxed or new_risk * config.gain > risk[b]:
             placer.release(res.targets[0], block_mb)
             continue
+        if budget is not None and not budget.allows([src_t, int(trial[drop])], block_mb):
+            placer.release(res.targets[0], block_mb)
+            refused_budget += 1
+            continue
+        if _raises_exposure(placer, new, int(row[drop])):
+            placer.release(res.targets[0], block_mb)
+            refused_exposure += 1
+            continue
+        if budget is not None:
+            budget.charge([src_t, int(trial[drop])], block_mb)
         placer.release(old, block_mb)
         row[drop] = new
         tenants[b] = trial
@@ -162,7 +240,7 @@ def move_at_risk(
         moved_k.append(drop)
     return MoveReport(
         len(hot), tried, len(moved_b), before, float(risk.sum()),
-        np.array(moved_b, dtype=np.int64), np.array(moved_k, dtype=np.int64),
+        np.array(moved_b, dtype=np.int64), np.array(moved_k, dtype=np.int64), refused_budget, refused_exposure,
     )
 
 
@@ -187,8 +265,10 @@ def move_busy_now(
     busy: np.ndarray,
     rng: np.random.Generator,
     risk_target: float | None = None,
+    budget: MoveBudget | None = None,
 ) -> MoveReport:
-    """The watch of the module docstring: ``busy`` holds, per tenant (order of
+    """The watch of the module docstring (``budget``: the day's move budget, as in
+    :func:`move_at_risk`): ``busy`` holds, per tenant (order of
     ``placer.tenant_names``), whether it is busy now. Updates ``replicas`` in place and reports
     the blocks with one idle replica (``at_risk``), those tried and moved; ``risk_before`` and
     ``risk_after`` sum the estimates over those blocks (0 without co-busy estimates).
@@ -218,10 +298,16 @@ def move_busy_now(
     k = rep.shape[1]
     moved_b: list[int] = []
     moved_k: list[int] = []
+    refused_budget = refused_exposure = 0
     for i, b in enumerate(hot.tolist()):
         row = rep[b]
         held = [j for j in range(k) if row[j] >= 0]
         busy_cols = [j for j in held if server_busy[row[j]]]
+        idle = [j for j in held if not server_busy[row[j]]]
+        src_t = int(tenants[i][idle[0]]) if idle else -1  # the copy reads the idle replica
+        if budget is not None and not budget.allows([src_t], block_mb):
+            refused_budget += 1
+            continue
         if model is not None:
             risks = _risk_without(model, tenants[i], busy_cols)
             order = [busy_cols[x] for x in np.argsort(risks, kind="stable").tolist()]
@@ -238,16 +324,27 @@ def move_busy_now(
             if res.relaxed or server_busy[new]:
                 placer.release(res.targets[0], block_mb)
                 continue
+            new_t = int(placer.tenant_of(np.array([new]))[0])
+            if budget is not None and not budget.allows([src_t, new_t], block_mb):
+                placer.release(res.targets[0], block_mb)
+                refused_budget += 1
+                continue
+            if _raises_exposure(placer, new, int(row[drop])):
+                placer.release(res.targets[0], block_mb)
+                refused_exposure += 1
+                continue
+            if budget is not None:
+                budget.charge([src_t, new_t], block_mb)
             placer.release(old, block_mb)
             row[drop] = new
-            tenants[i, drop] = placer.tenant_of(np.array([new]))[0]
+            tenants[i, drop] = new_t
             moved_b.append(b)
             moved_k.append(drop)
             break
     after = float(model.joint_many(tenants).sum()) if model is not None else 0.0
     return MoveReport(
         int(hot.size), int(hot.size), len(moved_b), before, after,
-        np.array(moved_b, dtype=np.int64), np.array(moved_k, dtype=np.int64),
+        np.array(moved_b, dtype=np.int64), np.array(moved_k, dtype=np.int64), refused_budget, refused_exposure,
     )
 
 
@@ -257,4 +354,5 @@ def merge_reports(a: MoveReport, b: MoveReport) -> MoveReport:
         a.at_risk + b.at_risk, a.tried + b.tried, a.moved + b.moved,
         a.risk_before + b.risk_before, a.risk_after + b.risk_after,
         np.concatenate([a.moved_blocks, b.moved_blocks]), np.concatenate([a.moved_columns, b.moved_columns]),
+        a.refused_budget + b.refused_budget, a.refused_exposure + b.refused_exposure,
     )

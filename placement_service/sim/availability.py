@@ -8,12 +8,15 @@ Procedure for one (system, replicas, level, run):
 
 1. Blocks are created uniformly over the history window (writers uniform over the servers); before
    each slot's blocks the placer learns which servers turned busy or idle (``set_busy``), so both
-   systems avoid busy targets, as HDFS with load-aware placement does.
+   systems avoid busy targets, as HDFS with load-aware placement does. HDFS-H and its variants
+   place a slot's blocks in one batch call (``ReplicaPlacer.place_many_indices``: same rules).
 2. Accesses: ``accesses`` (block, time) pairs drawn uniformly over the blocks and over the ``days``
    that follow the history window. An access fails when every replica's server is busy in that
    slot (a missing replica counts as unavailable).
 3. ``failed_access_pct = 100 * failed / accesses``; ``utilization`` is the core-weighted average
-   primary CPU over the access window.
+   primary CPU over the access window. A block the placer found no space for (fewer servers with
+   a block of space left than replicas: a cluster too small for the blocks) is not a busy read: its reads are counted apart (``unplaced_accesses``, and the
+   blocks in ``unplaced_blocks``), out of ``accesses``, ``failed`` and the expectation below.
 4. ``expected_failed_per_million``: what the sampled count estimates, computed exactly: the share
    of (block, slot) pairs of the access window in which every replica's server is busy, times a
    million (the replicas as they are in each slot). A million sampled accesses tell 0 from 1 per
@@ -76,6 +79,12 @@ class AvailabilityResult:
     wall_s: float
     moved_replicas: int = 0
     expected_failed_per_million: float = 0.0
+    unplaced_blocks: int = 0
+    """Blocks the placer found no space for (every server full): not in ``accesses`` nor the expectation."""
+    unplaced_accesses: int = 0
+    """Reads drawn for those blocks: left out of ``accesses`` and ``failed_accesses``."""
+    moves_per_day: float = 0.0
+    """Replicas moved per day of the access window (0 without a mover)."""
 
 
 def _all_busy_slots(rep: np.ndarray, server_tenant: np.ndarray, busy_t: np.ndarray, slots: np.ndarray) -> int:
@@ -164,24 +173,42 @@ def simulate_availability(
                 placer.set_busy(names[s], bool(busy_t[t, slot]))
         state[flip] = busy_t[flip, slot]
 
+    batch = getattr(placer, "place_many_indices", None)  # ReplicaPlacer's batch placement
+    # placed[b]: False only for a block that failed for want of space (fewer servers with a block
+    # of space left than replicas); a block refused because the servers with space were busy is a
+    # block nobody can read (its reads fail), as before.
+    placed = np.ones(n_blocks, dtype=bool)
     for slot in np.unique(create_slot):
         learn_busy(int(slot))
-        for b in range(bounds[slot], bounds[slot + 1]):
-            try:
-                res = placer.place(names[writer[b]], replicas, rng=place_rng)
-            except PlacementError:
-                continue
-            relaxed += res.relaxed
-            rep[b, : len(res.targets)] = [index[x] for x in res.targets]
+        lo, hi = int(bounds[slot]), int(bounds[slot + 1])
+        failed_b: list[int] = []
+        if batch is not None:  # HDFS-H and its variants: the slot's blocks in one call (same rules)
+            got = batch(writer[lo:hi], replicas, rng=place_rng)
+            ok_b = ~got.failed
+            rep[lo:hi][ok_b] = got.targets[ok_b]
+            relaxed += int(got.relaxed.sum())
+            failed_b = (lo + np.flatnonzero(got.failed)).tolist()
+        else:
+            for b in range(lo, hi):
+                try:
+                    res = placer.place(names[writer[b]], replicas, rng=place_rng)
+                except PlacementError:
+                    failed_b.append(b)
+                    continue
+                relaxed += res.relaxed
+                rep[b, : len(res.targets)] = [index[x] for x in res.targets]
+        if failed_b and sum(placer.has_space(x) for x in names) < replicas:
+            placed[failed_b] = False
     # 2. accesses over the window after the history.
     a_block = access_rng.integers(0, n_blocks, config.accesses)
     a_off = access_rng.integers(0, eval_slots, config.accesses)
     a_slot = (hist_slots + a_off) % n_slots
     moved = 0
+    all_placed = bool(placed.all())
     window = (hist_slots + np.arange(eval_slots)) % n_slots
     if mover is None:
         holders = rep[a_block]
-        all_busy = _all_busy_slots(rep, dc.server_tenant, busy_t, window)
+        all_busy = _all_busy_slots(rep if all_placed else rep[placed], dc.server_tenant, busy_t, window)
     else:
         all_busy = 0
         # Accesses read the replicas as they are at their slot: evaluate one move period at a time.
@@ -192,27 +219,37 @@ def simulate_availability(
             moved += int(mover(hist_slots + start, rep))
             seg = (a_off >= start) & (a_off < start + move_every_slots)
             holders[seg] = rep[a_block[seg]]
-            all_busy += _all_busy_slots(rep, dc.server_tenant, busy_t, window[start: start + move_every_slots])
+            all_busy += _all_busy_slots(rep if all_placed else rep[placed], dc.server_tenant, busy_t, window[start: start + move_every_slots])
     server_busy = np.ones(holders.shape, dtype=bool)
     ok = holders >= 0
     server_busy[ok] = busy_t[dc.server_tenant[holders[ok]], np.broadcast_to(a_slot[:, None], holders.shape)[ok]]
-    failed_mask = server_busy.all(axis=1)
+    # Reads of a block that found no space anywhere are not busy reads: counted apart (step 3).
+    read = placed[a_block]
+    failed_mask = server_busy.all(axis=1) & read
     failed = int(failed_mask.sum())
+    n_read = int(read.sum())
     if on_failed is not None:
         on_failed(holders[failed_mask], a_slot[failed_mask])
     # 3. utilization of the access window.
     w = dc.tenant_cores()
     util = float((cpu[:, window].mean(axis=1, dtype=np.float64) * w).sum() / w.sum())
+    n_placed = int(placed.sum())
+    if n_placed < n_blocks:
+        logger.warning("%s %s x%d: %d of %d blocks found no space (not counted as failed reads)",
+                       dc.name, system.value, replicas, n_blocks - n_placed, n_blocks)
     return AvailabilityResult(
         system=system,
         replicas=replicas,
         utilization=util,
-        failed_access_pct=100.0 * failed / config.accesses,
-        accesses=config.accesses,
+        failed_access_pct=100.0 * failed / max(1, n_read),
+        accesses=n_read,
         failed_accesses=failed,
         blocks=n_blocks,
         relaxed_placements=int(relaxed),
         wall_s=time.perf_counter() - wall0,
         moved_replicas=moved,
-        expected_failed_per_million=1e6 * all_busy / (n_blocks * eval_slots),
+        expected_failed_per_million=1e6 * all_busy / (max(1, n_placed) * eval_slots),
+        unplaced_blocks=n_blocks - n_placed,
+        unplaced_accesses=config.accesses - n_read,
+        moves_per_day=moved / config.days,
     )

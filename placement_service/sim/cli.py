@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from placement_service import HarvestError
-from placement_service.core.mover import MoveConfig
+from placement_service.core.mover import MOVE_BUDGET_MB_PER_SERVER_DAY, MoveConfig
 from placement_service.core.placement import (
     COBUSY_NEW_MAX_TURNOVER,
     COBUSY_NEW_TARGET,
@@ -76,6 +76,9 @@ def _inputs(p: argparse.ArgumentParser, reimages_required: bool = False) -> None
     g.add_argument("--real", choices=["azure", "planetlab"], help="public CPU traces grouped into tenants")
     g.add_argument("--real-servers", type=int, default=5000, help="servers of the real-trace datacenter")
     g.add_argument("--name", help="datacenter name in the results (default from the input)")
+    g.add_argument("--interval-s", type=finite_float, default=None,
+                   help="--utilization: seconds between samples of the series (default: inferred from the "
+                        "timestamps; give it when the inferred interval is wrong)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--seed", type=int, default=0, help="base seed of the named random streams (default 0)")
     p.add_argument("--runs", type=int, default=3, help="runs per point (default 3)")
@@ -83,6 +86,15 @@ def _inputs(p: argparse.ArgumentParser, reimages_required: bool = False) -> None
 
 
 AGENT = AgentSettings()
+
+
+def _systems_help() -> str:
+    """``--systems`` help from ``sim.policy``'s one description per system and where it runs."""
+    from placement_service.sim.policy import HdfsSystem, service_placement
+
+    svc = service_placement()
+    return ("comma list of: " + "; ".join(f"{x.value}: {svc.describe(x)}" for x in HdfsSystem)
+            + " (default: HDFS-Stock,HDFS-H; docs/policy.md)")
 
 
 def register(subparsers: Any) -> None:
@@ -138,13 +150,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--step-s", type=finite_float, default=3600.0)
     p.add_argument("--repair-blocks-per-hour", type=finite_float, default=30.0)
     p.add_argument("--block-size-mb", type=finite_float, default=256.0)
+    p.add_argument("--place-every-s", type=finite_float, default=None,
+                   help="HDFS-H and its variants place the new blocks of this many seconds in one batch call, each "
+                        "still written at its own step (default: one call per --step-s; harvest whatif uses a day)")
     p.add_argument("--workers", type=int, default=1,
                    help="processes simulating points side by side (default 1; the records are the same for any number)")
-    p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), "
-                        "HDFS-H-cobusy-mover (HDFS-H-cobusy + estimates refitted every day on the trailing history, the CPU series "
-                        "repeated over the year, and replicas of blocks at risk moved), HDFS-H-risk (experimental: HDFS-H with "
-                        "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
+    p.add_argument("--systems", default="HDFS-Stock,HDFS-H", help=_systems_help())
     _mover_options(p, "the simulated days")
     p.set_defaults(func=_durability)
 
@@ -161,10 +172,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--block-size-mb", type=finite_float, default=256.0)
     p.add_argument("--workers", type=int, default=1,
                    help="processes simulating points side by side (default 1; the records are the same for any number)")
-    p.add_argument("--systems", default="HDFS-Stock,HDFS-H",
-                   help="comma list of HDFS-Stock, HDFS-H, HDFS-H-hours (HDFS-H + busy-hour profiles), HDFS-H-cobusy (HDFS-H + replicas on tenants least likely busy together), "
-                        "HDFS-H-cobusy-mover (HDFS-H-cobusy + estimates refitted during the access window and replicas of blocks at risk moved), HDFS-H-risk (experimental: HDFS-H with "
-                        "unpredictable tenants ranked by mean + 4 std in the grid; default: HDFS-Stock,HDFS-H)")
+    p.add_argument("--systems", default="HDFS-Stock,HDFS-H", help=_systems_help())
     _mover_options(p, "the access window")
     p.set_defaults(func=_availability)
 
@@ -184,6 +192,8 @@ def load_input(args: argparse.Namespace) -> Any:
     given = [x for x in (args.utilization or args.inventory, args.generate, args.real) if x]
     if len(given) != 1:
         raise SimUsageError("give exactly one of --utilization/--inventory, --generate N or --real")
+    if args.interval_s is not None and not args.utilization:
+        raise SimUsageError("--interval-s applies to --utilization files (generated and real traces have their own)")
     if args.generate:
         from placement_service.traces.generate import generate_datacenter
 
@@ -197,7 +207,8 @@ def load_input(args: argparse.Namespace) -> Any:
         return real_sim_datacenter(args.real, n_servers=args.real_servers, seed=args.generate_seed)
     if not (args.utilization and args.inventory):
         raise SimUsageError("--utilization and --inventory go together")
-    return dcm.load_datacenter(args.utilization, args.inventory, args.reimages, name=args.name)
+    return dcm.load_datacenter(args.utilization, args.inventory, args.reimages, name=args.name,
+                               interval_s=args.interval_s)
 
 
 def load_jobs(folder: str) -> list[Any]:
@@ -296,7 +307,9 @@ def _finish(out: Path, experiment: str, dc: Any, settings: dict[str, Any], recor
     return 0
 
 
-def _schedule(args: argparse.Namespace) -> int:
+def _schedule(args: argparse.Namespace, *, dc: Any = None, shared: Any = None) -> int:
+    """``harvest sim schedule``; ``dc`` / ``shared``: a datacenter already loaded from these flags and
+    the scaled series and clusterings shared with other sweeps (``harvest whatif``)."""
     from placement_service.sim.datacenter import Scaling
     from placement_service.sim.run import run_schedule
     from placement_service.sim.schedule import ScheduleConfig, ServerChoice, YarnSystem
@@ -323,10 +336,10 @@ def _schedule(args: argparse.Namespace) -> int:
         raise SimUsageError(str(exc)) from None
     t0 = time.perf_counter()
     _code_version()
-    dc = load_input(args)
+    dc = dc if dc is not None else load_input(args)
     records = run_schedule(
         dc, levels=args.levels, scaling=Scaling(args.scaling), runs=args.runs, seed=args.seed, config=config,
-        systems=systems, jobs=load_jobs(args.jobs) if args.jobs else None, workers=args.workers,
+        systems=systems, jobs=load_jobs(args.jobs) if args.jobs else None, workers=args.workers, shared=shared,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "schedule", dc, settings, records, t0)
@@ -375,6 +388,10 @@ def _mover_options(p: argparse.ArgumentParser, window: str) -> None:
     m.add_argument("--move-max-frac", type=finite_float, default=MOVE_MAX_FRAC_PER_DAY,
                    help=f"at most this share of the blocks moves per day of {window}, spread over the passes "
                         f"(default {MOVE_MAX_FRAC_PER_DAY:g})")
+    m.add_argument("--move-budget-gb", type=finite_float, default=MOVE_BUDGET_MB_PER_SERVER_DAY / 1024.0,
+                   help="each primary tenant sends and receives at most this many GB of moved replicas a day per "
+                        "server it has (the copy's read and write; daily passes and the watch share it; 0: no moves; "
+                        f"default {MOVE_BUDGET_MB_PER_SERVER_DAY / 1024.0:g}, docs/policy.md)")
     m.add_argument("--watch-every-hours", type=finite_float, default=WATCH_EVERY_HOURS,
                    help="between the passes, every this many hours, blocks with every live replica but one on a "
                         "tenant busy at that hour move a busy replica to a tenant that is not (core.mover.move_busy_now); "
@@ -397,12 +414,14 @@ def _move_config(args: argparse.Namespace) -> MoveConfig:
         if getattr(args, opt) < 1:
             raise SimUsageError(f"--{opt.replace('_', '-')} must be >= 1, got {getattr(args, opt)}")
     try:
-        return mover_config(args.move_every_days, args.move_risk_max, args.move_max_frac)
+        return mover_config(args.move_every_days, args.move_risk_max, args.move_max_frac,
+                            budget_mb_per_server_day=1024.0 * args.move_budget_gb)
     except (ValueError, PolicyError) as exc:
         raise SimUsageError(f"HDFS-H-cobusy-mover options: {exc}") from None
 
 
-def _durability(args: argparse.Namespace) -> int:
+def _durability(args: argparse.Namespace, *, dc: Any = None, shared: Any = None) -> int:
+    """``harvest sim durability``; ``dc`` / ``shared`` as in :func:`_schedule`."""
     from placement_service.sim.durability import DurabilityConfig
     from placement_service.sim.policy import HdfsSystem
     from placement_service.sim.run import run_durability
@@ -415,14 +434,16 @@ def _durability(args: argparse.Namespace) -> int:
         config = DurabilityConfig(
             days=args.days, blocks=args.blocks, step_s=args.step_s,
             repair_blocks_per_hour=args.repair_blocks_per_hour, block_size_mb=args.block_size_mb,
+            place_every_s=args.place_every_s,
         )
     except ValueError as exc:
         raise SimUsageError(str(exc)) from None
     t0 = time.perf_counter()
     _code_version()
-    dc = load_input(args)
-    if args.utilization and not args.reimages:
-        dc = _with_synthetic_reimages(dc, args)
+    if dc is None:
+        dc = load_input(args)
+        if args.utilization and not args.reimages:
+            dc = _with_synthetic_reimages(dc, args)
     records = run_durability(
         dc, replicas=args.replicas, runs=args.runs, seed=args.seed, config=config, history_days=args.history_days,
         systems=systems, workers=args.workers, move_config=move, move_every_days=args.move_every_days,
@@ -430,7 +451,7 @@ def _durability(args: argparse.Namespace) -> int:
         cobusy_spread=args.cobusy_spread, cobusy_new_target=args.cobusy_new_target,
         cobusy_new_max_turnover=args.cobusy_new_max_turnover,
         reimage_choices=args.reimage_choices,
-        repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours,
+        repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours, shared=shared,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "durability", dc, settings, records, t0)
@@ -451,7 +472,8 @@ def _with_synthetic_reimages(dc: Any, args: argparse.Namespace) -> Any:
     return dataclasses.replace(dc, reimages=events, reimage_window_s=float(args.days) * 86400.0)
 
 
-def _availability(args: argparse.Namespace) -> int:
+def _availability(args: argparse.Namespace, *, dc: Any = None, shared: Any = None) -> int:
+    """``harvest sim availability``; ``dc`` / ``shared`` as in :func:`_schedule`."""
     from placement_service.sim.availability import AvailabilityConfig
     from placement_service.sim.datacenter import Scaling
     from placement_service.sim.policy import HdfsSystem
@@ -470,7 +492,7 @@ def _availability(args: argparse.Namespace) -> int:
         raise SimUsageError(str(exc)) from None
     t0 = time.perf_counter()
     _code_version()
-    dc = load_input(args)
+    dc = dc if dc is not None else load_input(args)
     records = run_availability(
         dc, levels=args.levels, replicas=args.replicas, scaling=Scaling(args.scaling), runs=args.runs,
         seed=args.seed, config=config, systems=systems, workers=args.workers,
@@ -478,7 +500,7 @@ def _availability(args: argparse.Namespace) -> int:
         cobusy_spread=args.cobusy_spread, cobusy_new_target=args.cobusy_new_target,
         cobusy_new_max_turnover=args.cobusy_new_max_turnover,
         reimage_choices=args.reimage_choices,
-        repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours,
+        repair_choices=args.repair_choices, watch_every_hours=args.watch_every_hours, shared=shared,
     )
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     return _finish(Path(args.out), "availability", dc, settings, records, t0)

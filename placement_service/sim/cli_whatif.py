@@ -21,7 +21,9 @@ def register(subparsers: Any) -> None:
             "classes found, the expected job-time gain and killed tasks against YARN-PT, lost blocks and "
             "failed accesses against stock HDFS, and what to configure (reserve, replication). Inputs are "
             "the trace files of 'harvest import' / 'harvest generate'. Without --reimages, reimages are "
-            "drawn from the generator's model and the report says so. Progress is printed per step."
+            "drawn from the generator's model and the report says so. The durability and availability runs "
+            "are sized to the cluster's servers and storage (the report says how; a cluster too small to hold a "
+            "useful number of blocks is refused). Progress, with an estimate of the time left, goes to stderr."
         ),
     )
     p.add_argument("--utilization", required=True, help="utilization samples (timestamp, server, tenant, cpu)")
@@ -34,8 +36,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--runs", type=int, default=1, help="runs per point (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--history-days", type=finite_float, default=7.0, help="days of history the policy learns from")
-    p.add_argument("--durability-blocks", type=int, default=500_000, help="blocks in the durability run")
+    p.add_argument("--durability-blocks", type=int, default=None,
+                   help="blocks in the durability run (default: 100 a server, at most 500,000 and half of what the "
+                        "inventory's storage holds at the highest replication; the report says what was used)")
     p.add_argument("--durability-days", type=finite_float, default=365.0, help="days of the durability run")
+    p.add_argument("--availability-blocks", type=int, default=None,
+                   help="blocks in the availability runs (default: 100 a server, at most 100,000 and the same "
+                        "storage bound; 5 reads a block, at most 500,000)")
+    p.add_argument("--interval-s", type=finite_float, default=None,
+                   help="seconds between samples (default: inferred from the timestamps, and the report says so; "
+                        "give it when the inferred interval is wrong)")
     p.add_argument("--schedule-step-s", type=finite_float, default=300.0,
                    help="time step of the scheduling simulation (default 300 s: minutes for a 5,000-server month; "
                         "the simulator's own default is 60 s)")
@@ -51,18 +61,23 @@ def _whatif(args: argparse.Namespace) -> int:
 
     for flag, value, low in (("--level-step", args.level_step, 0.0), ("--history-days", args.history_days, 0.0),
                              ("--durability-days", args.durability_days, 0.0),
-                             ("--schedule-step-s", args.schedule_step_s, 0.0)):
+                             ("--schedule-step-s", args.schedule_step_s, 0.0),
+                             ("--interval-s", args.interval_s if args.interval_s is not None else 1.0, 0.0)):
         if not (math.isfinite(value) and value > low):
             raise WhatIfError(f"{flag}: expected a positive number, got {value}")
-    if args.runs < 1 or args.durability_blocks < 1 or args.workers < 1:
-        raise WhatIfError("--runs, --durability-blocks and --workers must be >= 1")
+    if args.runs < 1 or args.workers < 1:
+        raise WhatIfError("--runs and --workers must be >= 1")
+    for flag, n in (("--durability-blocks", args.durability_blocks), ("--availability-blocks", args.availability_blocks)):
+        if n is not None and n < 1:
+            raise WhatIfError(f"{flag} must be >= 1, got {n}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise WhatIfError(f"--out {args.out}: exists and is not a folder")
     config = WhatIfConfig(level_step=args.level_step, history_days=args.history_days, runs=args.runs,
                           seed=args.seed, durability_blocks=args.durability_blocks,
-                          durability_days=args.durability_days, schedule_step_s=args.schedule_step_s,
-                          workers=args.workers, name=args.name)
+                          durability_days=args.durability_days, availability_blocks=args.availability_blocks,
+                          schedule_step_s=args.schedule_step_s, workers=args.workers, name=args.name,
+                          interval_s=args.interval_s)
     run_whatif(utilization=args.utilization, inventory=args.inventory, reimages=args.reimages, out=out,
                config=config, jobs=args.jobs)
     return 0

@@ -109,15 +109,22 @@ def build_datacenter(
 
 
 def load_datacenter(
-    utilization: str | Path, inventory: str | Path, reimages: str | Path | None = None, *, name: str | None = None
+    utilization: str | Path, inventory: str | Path, reimages: str | Path | None = None, *, name: str | None = None,
+    interval_s: float | None = None,
 ) -> SimDatacenter:
-    """Read the trace files (the data contracts of ``DESIGN.md``) into a ``SimDatacenter``."""
+    """Read the trace files (the data contracts of ``DESIGN.md``) into a ``SimDatacenter``;
+    ``interval_s``: the sampling interval of the series (None: inferred, ``traces.series``)."""
     from placement_service.traces import io
     from placement_service.traces.series import tenant_series
 
+    if interval_s is not None and not (np.isfinite(interval_s) and interval_s > 0):
+        raise SimInputError(f"--interval-s must be a positive number of seconds, got {interval_s}")
     inv = io.load_inventory(inventory)
     samples = io.load_utilization(utilization, optional_columns=False)
-    series = tenant_series(samples)
+    try:
+        series = tenant_series(samples, interval_s=interval_s)
+    except ValueError as exc:
+        raise SimInputError(f"{utilization}: {exc}") from None
     del samples
     events = io.load_reimages(reimages) if reimages is not None else None
     return build_datacenter(name or Path(utilization).stem, inv, series, events)

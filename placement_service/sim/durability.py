@@ -7,7 +7,11 @@ of ``step_s`` (default one hour); in each step, in order:
    writers uniform over the servers) get their replicas from the placer (the policy core's
    ``ReplicaPlacer`` or ``StockPlacer``: same code as the service); HDFS-H places the step's blocks
    in one ``place_many_indices`` call (the core's vectorized batch placement, same rules), and
-   its re-replications of a step in one ``place_one_more_indices`` call.
+   its re-replications of a step in one ``place_one_more_indices`` call. With
+   ``place_every_s`` (``harvest whatif``: a day), HDFS-H places the blocks of that many seconds in
+   one call at the period's first step and writes each at its own step (a server reimaged in
+   between gets the replica after its reimage, as a write would; the placer's space is taken at
+   the call).
 2. **Reimages**: a reimaged server loses every replica on its disk (``rep`` entries set to -1) and
    its space is free again (``reset_server``). A block with no replica left is lost for good;
    the others join the re-replication queue. A block the step's reimages take from two or more
@@ -51,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement_service.core.mover import MoveReport
+from placement_service.core.placement_batch import BatchPlacement
 from placement_service.core.types import PlacementError
 from placement_service.sim.datacenter import SimDatacenter
 from placement_service.sim.policy import HdfsSystem, Placer
@@ -69,10 +74,16 @@ class DurabilityConfig:
     repair_blocks_per_hour: float = 30.0
     block_size_mb: float = 256.0
     rebuild_every: int = 2_000_000
+    place_every_s: float | None = None
+    """HDFS-H's new blocks placed in one batch call per this many seconds (a multiple of ``step_s``;
+    each block still written at its own step); None: one call per step. Each call has a fixed cost,
+    so a year of hourly calls on a small cluster is dominated by it (module docstring, step 1)."""
 
     def __post_init__(self) -> None:
         if self.days <= 0 or self.blocks < 1 or self.step_s <= 0 or self.repair_blocks_per_hour <= 0:
             raise ValueError("days, blocks, step_s and repair_blocks_per_hour must be > 0")
+        if self.place_every_s is not None and not self.place_every_s >= self.step_s:
+            raise ValueError(f"place_every_s must be >= step_s ({self.step_s:g} s), got {self.place_every_s:g}")
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,8 @@ class DurabilityResult:
     docstring): every lost block that ever held two replicas passed through one of these."""
     one_left_block_hours: float = 0.0
     """Block-hours spent with exactly one live replica, counted after each step's re-replication."""
+    one_left_moved: int = 0
+    """The ``one_left`` events of blocks the mover had moved before (0 without a mover)."""
 
 
 class _ReplicaIndex:
@@ -227,12 +240,21 @@ def simulate_durability(
     idx = _ReplicaIndex(rep, n, config.rebuild_every)
     rate_per_step = config.repair_blocks_per_hour * config.step_s / 3600.0
     tokens = np.full(n, rate_per_step)
-    relaxed = failed = repairs = max_queue = moved = one_left = 0
+    relaxed = failed = repairs = max_queue = moved = one_left = one_left_moved = 0
+    was_moved = np.zeros(n_blocks, dtype=bool)
     one_left_hours = 0.0
     step_h = config.step_s / 3600.0
     next_move_s = move_every_s
     next_block = next_reimage = next_presence = 0
     n_steps = int(np.ceil(total_s / config.step_s))
+    place_every = max(1, int(round((config.place_every_s or config.step_s) / config.step_s)))
+    pend_targets = np.zeros((0, replicas), dtype=np.int64)
+    pend_failed = pend_relaxed = np.zeros(0, dtype=bool)
+    if batch is not None and place_every > 1:
+        pend_targets = np.full((n_blocks, replicas), -1, dtype=np.int64)
+        pend_failed = np.zeros(n_blocks, dtype=bool)
+        pend_relaxed = np.zeros(n_blocks, dtype=bool)
+    p_start = 0
     progress_every = max(1, n_steps // 12)
     for step in range(n_steps):
         t1 = min(total_s, (step + 1) * config.step_s)
@@ -245,9 +267,22 @@ def simulate_durability(
             next_presence = max(next_presence, stop_p)
         # 1. creations.
         stop = int(np.searchsorted(create_t, t1, side="left"))
+        if batch is not None and place_every > 1 and step % place_every == 0:
+            # HDFS-H, batched over several steps: the period's blocks placed now, written at their steps.
+            p_stop = int(np.searchsorted(create_t, min(total_s, (step + place_every) * config.step_s), side="left"))
+            if p_stop > p_start:
+                got = batch(writer[p_start:p_stop], replicas, rng=place_rng)
+                pend_targets[p_start:p_stop] = got.targets
+                pend_failed[p_start:p_stop] = got.failed
+                pend_relaxed[p_start:p_stop] = got.relaxed
+                p_start = p_stop
         if stop > next_block:
             if batch is not None:  # HDFS-H: the whole step's blocks in one vectorized call
-                placed = batch(writer[next_block:stop], replicas, rng=place_rng)
+                if place_every > 1:
+                    placed = BatchPlacement(pend_targets[next_block:stop], pend_relaxed[next_block:stop],
+                                            pend_failed[next_block:stop], [])
+                else:
+                    placed = batch(writer[next_block:stop], replicas, rng=place_rng)
                 ok = ~placed.failed
                 failed += int(placed.failed.sum())
                 relaxed += int(placed.relaxed.sum())
@@ -293,7 +328,9 @@ def simulate_durability(
                 wiped = idx.flat[pos].copy()
                 idx.flat[pos] = -1
                 blocks, counts = np.unique(pos // replicas, return_counts=True)
-                one_left += int(((alive[blocks] > 1) & (alive[blocks] - counts <= 1)).sum())
+                down = (alive[blocks] > 1) & (alive[blocks] - counts <= 1)
+                one_left += int(down.sum())
+                one_left_moved += int((down & was_moved[blocks]).sum())
                 alive[blocks] -= counts.astype(np.int8)
                 dead = blocks[(alive[blocks] == 0) & ~lost[blocks]]
                 lost[dead] = True
@@ -357,6 +394,7 @@ def simulate_durability(
                 pos = report.moved_blocks * replicas + report.moved_columns
                 idx.log(pos, idx.flat[pos].copy())
                 moved += report.moved
+                was_moved[report.moved_blocks] = True
         if (step + 1) % progress_every == 0:
             logger.info(
                 "%s x%d: day %.0f, %d blocks, %d lost, %d queued, %d repairs, %d moved",
@@ -378,4 +416,5 @@ def simulate_durability(
         moved_replicas=moved,
         one_left=one_left,
         one_left_block_hours=one_left_hours,
+        one_left_moved=one_left_moved,
     )

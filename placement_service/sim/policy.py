@@ -14,7 +14,7 @@ replica placement code the service runs, fed with simulated state instead of nod
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Protocol
 
@@ -24,7 +24,14 @@ from placement_service.core.busy_hours import busy_hour_masks as core_busy_hour_
 from placement_service.core.clustering import UtilizationClustering
 from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy, reimage_penalty
 from placement_service.core.grid import build_grid
-from placement_service.core.mover import MoveConfig, MoveReport, merge_reports, move_at_risk, move_busy_now
+from placement_service.core.mover import (
+    MoveBudget,
+    MoveConfig,
+    MoveReport,
+    merge_reports,
+    move_at_risk,
+    move_busy_now,
+)
 from placement_service.core.placement import (
     COBUSY_NEW_MAX_TURNOVER,
     COBUSY_NEW_TARGET,
@@ -148,6 +155,62 @@ class HdfsSystem(StrEnum):
     H_COBUSY_MOVER = "HDFS-H-cobusy-mover"  # HDFS-H-cobusy + daily refit, replicas of blocks at risk moved
 
 
+SYSTEM_TEXT: dict[HdfsSystem, str] = {
+    HdfsSystem.STOCK: "stock HDFS: replicas over racks only",
+    HdfsSystem.H: "the paper's placement: replicas over the 3x3 reimage x peak grid",
+    HdfsSystem.H_RISK: "HDFS-H with unpredictable tenants ranked by mean + 4 std in the grid",
+    HdfsSystem.H_HOURS: "HDFS-H that also keeps a block's replicas on tenants not busy at the same hours of the day",
+    HdfsSystem.H_COBUSY: "HDFS-H with each replica on the allowed tenant least likely busy with the block's others",
+    HdfsSystem.H_COBUSY_MOVER: "HDFS-H-cobusy with estimates refitted daily and replicas of blocks at risk moved",
+}
+"""What each simulated system is, in one line (reports and help text take it from here)."""
+
+SERVICE_SETTING: dict[HdfsSystem, str] = {
+    HdfsSystem.H_HOURS: "placement_busy_hours",
+    HdfsSystem.H_COBUSY: "placement_cobusy",
+}
+"""The placement service's setting (``server.config.ServiceConfig``) that turns a system on."""
+
+
+@dataclass(frozen=True)
+class ServicePlacement:
+    """Which simulated system the placement service runs with its default settings, read from the
+    service's own configuration defaults (``ServiceConfig``), so no report claims otherwise."""
+
+    system: HdfsSystem
+    settings: Mapping[str, bool]
+
+    def describe(self, system: HdfsSystem) -> str:
+        """``SYSTEM_TEXT`` and where the system runs: the service's default, a service setting, or
+        the simulator only."""
+        text = SYSTEM_TEXT[system]
+        if system is self.system:
+            on = [k for k, v in self.settings.items() if v]
+            return text + " (the placement service's default" + (f": `{', '.join(on)}` on" if on else "") + ")"
+        if system is HdfsSystem.STOCK:
+            return text + " (HDFS's own default policy)"
+        if system is HdfsSystem.H:
+            return text + " (the service with " + " and ".join(f"`{k}`" for k in self.settings) + " off)"
+        if system in SERVICE_SETTING:
+            key = SERVICE_SETTING[system]
+            return text + f" (in the service with `{key}` on; default {'on' if self.settings[key] else 'off'})"
+        return text + " (simulator only, not in the service)"
+
+
+def service_placement() -> ServicePlacement:
+    """The system the placement service runs by default (``ServiceConfig()``): HDFS-H-cobusy when
+    ``placement_cobusy`` is on, else HDFS-H-hours when ``placement_busy_hours`` is, else HDFS-H."""
+    from placement_service.server.config import ServiceConfig
+
+    config = ServiceConfig()
+    settings = {key: bool(getattr(config, key)) for key in SERVICE_SETTING.values()}
+    if settings["placement_cobusy"]:
+        return ServicePlacement(HdfsSystem.H_COBUSY, settings)
+    if settings["placement_busy_hours"]:
+        return ServicePlacement(HdfsSystem.H_HOURS, settings)
+    return ServicePlacement(HdfsSystem.H, settings)
+
+
 def busy_hour_masks(
     dc: SimDatacenter,
     cpu: np.ndarray,
@@ -185,13 +248,16 @@ losing 2 / 0 / 0 / 0 blocks (docs/bench/cobusy.md, "The watch on by default").""
 
 
 def mover_config(
-    every_days: float, risk_max: float = MoveConfig.risk_max, max_frac_per_day: float = MOVE_MAX_FRAC_PER_DAY
+    every_days: float, risk_max: float = MoveConfig.risk_max, max_frac_per_day: float = MOVE_MAX_FRAC_PER_DAY,
+    budget_mb_per_server_day: float | None = MoveConfig.budget_mb_per_server_day,
 ) -> MoveConfig:
     """HDFS-H-cobusy-mover's per-pass settings for a pass every ``every_days``: the day's budget
-    (``max_frac_per_day`` of the blocks) spread over the passes of a day."""
+    (``max_frac_per_day`` of the blocks) spread over the passes of a day, and each tenant's daily
+    byte budget (``core.mover.MoveBudget``; None: none)."""
     if every_days <= 0:
         raise ValueError(f"--move-every-days must be > 0, got {every_days:g}")
-    return MoveConfig(risk_max=risk_max, max_moves_frac=max_frac_per_day * every_days)
+    return MoveConfig(risk_max=risk_max, max_moves_frac=max_frac_per_day * every_days,
+                      budget_mb_per_server_day=budget_mb_per_server_day)
 
 
 class CobusyMover:
@@ -230,6 +296,11 @@ class CobusyMover:
         self.reports: list[MoveReport] = []
         self.watch_moved = 0
         """Replicas the watch moved so far."""
+        self.refused_budget = self.refused_exposure = 0
+        """Moves refused so far for the tenants' daily budget and for raising durability exposure."""
+        b = self.config.budget_mb_per_server_day
+        self.budget = MoveBudget(placer, b) if b is not None else None
+        self._slots_per_day = max(1, int(round(86400.0 / dc.series.interval_s)))
         self._next_pass: int | None = None
         row = {t: i for i, t in enumerate(dc.series.tenants)}
         # The CPU row of each of the placer's tenants (-1: no series, never busy for the watch).
@@ -244,6 +315,8 @@ class CobusyMover:
         (refit on the ``history_slots`` before ``slot``, cyclic in the series) when due, then the watch."""
         slot = int(slot)
         report = MoveReport.nothing()
+        if self.budget is not None:
+            self.budget.at_day(slot // self._slots_per_day)
         if self._next_pass is None or slot >= self._next_pass:
             start = slot - self.history_slots
             window = np.take(self.cpu, np.arange(start, slot) % self.cpu.shape[1], axis=1)
@@ -251,16 +324,18 @@ class CobusyMover:
             model = fit_cobusy(s.tenants, window, s.start_s + start * s.interval_s, s.interval_s, self.busy_cpu,
                                self.cobusy_config)
             self.placer.set_cobusy(model)
-            report = move_at_risk(self.placer, replicas, self.config, self.rng)
+            report = move_at_risk(self.placer, replicas, self.config, self.rng, budget=self.budget)
             self.reports.append(report)
             self._next_pass = slot + self.pass_every_slots
         if self.watch_rng is not None:
             known = self._cpu_row >= 0
             busy = np.zeros(known.shape, dtype=bool)
             busy[known] = self.cpu[self._cpu_row[known], slot % self.cpu.shape[1]] > self.busy_cpu
-            watched = move_busy_now(self.placer, replicas, busy, self.watch_rng)
+            watched = move_busy_now(self.placer, replicas, busy, self.watch_rng, budget=self.budget)
             self.watch_moved += watched.moved
             report = merge_reports(report, watched)
+        self.refused_budget += report.refused_budget
+        self.refused_exposure += report.refused_exposure
         return report
 
 
@@ -285,6 +360,8 @@ class Placer(Protocol):
     def reset_server(self, server: str) -> None: ...
 
     def set_busy(self, server: str, busy: bool) -> None: ...
+
+    def has_space(self, server: str) -> bool: ...
 
 
 def make_placer(

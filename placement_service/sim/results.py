@@ -3,7 +3,8 @@
 ``results.json`` = ``{"experiment": ..., "datacenter": ..., "settings": {...}, "records": [...],
 "summary": [...]}``. A record is one (system, level or replicas, run); schedule records carry
 ``avg_job_time_s``, ``killed_tasks`` and ``utilization``; durability records ``lost_blocks`` and ``one_left``;
-availability records ``failed_access_pct``, ``expected_failed_per_million``, ``utilization`` and ``moved_replicas`` (HDFS-H-cobusy-mover). ``summary`` has, per (system,
+availability records ``failed_access_pct``, ``expected_failed_per_million``, ``utilization``, ``unplaced_blocks``
+(blocks that found no space), ``moved_replicas`` and ``moves_per_day`` (HDFS-H-cobusy-mover; 0 otherwise). ``summary`` has, per (system,
 level or replicas), the min / mean / max of those figures over the runs.
 """
 
@@ -31,7 +32,9 @@ METRICS = (
     "failed_access_pct",
     "expected_failed_per_million",
     "moved_replicas",
+    "moves_per_day",
     "one_left",
+    "unplaced_blocks",
 )
 GROUP_KEYS = ("datacenter", "system", "scaling", "level", "replicas")
 

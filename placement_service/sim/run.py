@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
@@ -101,10 +102,45 @@ def _sweep(points: Sequence[T], one: Callable[[T], Record], workers: int,
     """Every point of a sweep (``map_points``), in order, with one progress line per finished point
     (``<experiment> [k/n] <line(record)>``; ``harvest sim`` shows them without ``-v``)."""
     records: list[Record] = []
+    t0 = time.perf_counter()
     for done, rec in enumerate(map_points(one, points, workers), start=1):
         records.append(rec)
-        logger.info("%s [%d/%d] %s", rec["experiment"], done, len(points), line(rec))
+        left = (time.perf_counter() - t0) / done * (len(points) - done)
+        logger.info("%s [%d/%d] %s%s", rec["experiment"], done, len(points), line(rec),
+                    f"; about {left:.0f} s left" if done < len(points) else "")
     return records
+
+
+class SharedInputs:
+    """The scaled series and clusterings of one datacenter, computed once and shared by the sweeps
+    that ask for them (``harvest whatif`` runs three on the same data and levels).
+
+    One clustering per (level, scaling, history): ``fit_classes`` with ``RISK_SIGMAS``, whose class
+    table is the plain one (the sigmas change only ``tenant_grid_peak_cpu_``, core/clustering.py),
+    so the schedule's class selection and every placement grid come from the same fit."""
+
+    def __init__(self, dc: SimDatacenter, seed: int) -> None:
+        self.dc, self.seed = dc, seed
+        self._scaled: dict[tuple[float | None, str], tuple[np.ndarray, float]] = {}
+        self._fits: dict[tuple[float | None, str, int], tuple[Any, Any]] = {}
+        self.fits_made = 0
+
+    def scaled(self, level: float | None, scaling: Scaling) -> tuple[np.ndarray, float]:
+        """The series at ``level`` (None: the data's own, parameter 1)."""
+        key = (level, scaling.value)
+        if key not in self._scaled:
+            self._scaled[key] = ((self.dc.cpu, 1.0) if level is None
+                                 else scale_cpu(self.dc.cpu, self.dc.tenant_cores(), level, scaling))
+        return self._scaled[key]
+
+    def fit(self, level: float | None, scaling: Scaling, hist: int) -> tuple[Any, Any]:
+        """``fit_classes`` on the first ``hist`` slots at ``level``: (class table, fitted model)."""
+        key = (level, scaling.value, hist)
+        if key not in self._fits:
+            self._fits[key] = fit_classes(self.dc, self.scaled(level, scaling)[0], hist, seed=self.seed,
+                                          unpredictable_peak_sigmas=RISK_SIGMAS)
+            self.fits_made += 1
+        return self._fits[key]
 
 
 COBUSY_SYSTEMS = frozenset({HdfsSystem.H_COBUSY, HdfsSystem.H_COBUSY_MOVER})
@@ -115,6 +151,11 @@ def _move_settings(move_config: MoveConfig | None, move_every_days: float) -> Mo
     ``MOVE_MAX_FRAC_PER_DAY`` spread over the passes of a day."""
     default = mover_config(move_every_days)  # also checks move_every_days
     return move_config if move_config is not None else default
+
+
+def _budget_gb(config: MoveConfig) -> float | None:
+    b = config.budget_mb_per_server_day
+    return None if b is None else b / 1024.0
 
 
 def _mover_cadence(dc: SimDatacenter, move_every_days: float, watch_every_hours: float) -> tuple[int, int]:
@@ -154,16 +195,19 @@ def run_schedule(
     systems: Sequence[YarnSystem] = (YarnSystem.PT, YarnSystem.H),
     jobs: Sequence[Job] | None = None,
     workers: int = 1,
+    shared: SharedInputs | None = None,
 ) -> list[Record]:
     """Scheduling sweep: one record per (system, level, run), in that nesting order whatever
-    ``workers`` is (each point draws from its own named streams, so the records are the same)."""
+    ``workers`` is (each point draws from its own named streams, so the records are the same).
+    ``shared``: scaled series and clusterings shared with other sweeps of ``dc``."""
     jobs = list(jobs) if jobs is not None else default_jobs()
     total_cores = float(dc.inventory.cores.sum())
     hist = _history_slots(dc, config.history_days)
-    scaled = {lv: scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling) for lv in levels}
+    shared = shared if shared is not None else SharedInputs(dc, seed)
+    scaled = {lv: shared.scaled(lv, scaling) for lv in levels}
     tables = {}
     if CLASS_SYSTEMS.intersection(systems):
-        tables = {lv: fit_classes(dc, scaled[lv][0], hist, seed=seed)[0] for lv in levels}
+        tables = {lv: shared.fit(lv, scaling, hist)[0] for lv in levels}
     forecasts = {}
     if FORECAST_SYSTEMS.intersection(systems):
         forecasts = {
@@ -248,11 +292,13 @@ RISK_SIGMAS = 4.0
 """``unpredictable_peak_sigmas`` of the experimental HDFS-H-risk system."""
 
 
-def system_grids(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int) -> dict[HdfsSystem, dict[str, GridCell]]:
+def system_grids(dc: SimDatacenter, cpu: np.ndarray, hist: int, seed: int,
+                 model: Any = None) -> dict[HdfsSystem, dict[str, GridCell]]:
     """The placement grid each system uses: HDFS-H ranks columns by every tenant's p99 (the paper),
     HDFS-H-risk ranks unpredictable tenants by max(p99, mean + 4 std); HDFS-Stock ignores the grid
-    (racks decide) and gets HDFS-H's."""
-    _, model = fit_classes(dc, cpu, hist, seed=seed, unpredictable_peak_sigmas=RISK_SIGMAS)
+    (racks decide) and gets HDFS-H's. ``model``: that clustering of ``cpu``, when already fitted."""
+    if model is None:
+        _, model = fit_classes(dc, cpu, hist, seed=seed, unpredictable_peak_sigmas=RISK_SIGMAS)
     rates = _tenant_rates(dc)
     paper = dict(placement_grid(dc, model.tenant_peak_cpu_, rates))
     risk = dict(placement_grid(dc, model.tenant_grid_peak_cpu_, rates))
@@ -287,6 +333,7 @@ def run_durability(
     reimage_choices: int = REIMAGE_CHOICES,
     repair_choices: int = REPAIR_CHOICES,
     watch_every_hours: float = WATCH_EVERY_HOURS,
+    shared: SharedInputs | None = None,
 ) -> list[Record]:
     """Durability: one record per (system, replicas, run), the same for any ``workers``;
     ``presence``: servers that come and go (elastic servers, ``sim/elastic.py``).
@@ -299,7 +346,8 @@ def run_durability(
     if dc.reimages is None:
         logger.warning("durability of %s without reimage events: nothing can be lost", dc.name)
     hist, busy_cpu = _history_slots(dc, history_days), 1.0 - 1.0 / 3.0
-    grids = system_grids(dc, dc.cpu, hist, seed)
+    shared = shared if shared is not None else SharedInputs(dc, seed)
+    grids = system_grids(dc, dc.cpu, hist, seed, model=shared.fit(None, Scaling.LINEAR, hist)[1])
     hours = busy_hour_masks(dc, dc.cpu, hist, busy_cpu)
     cobusy = cobusy_model(dc, dc.cpu, hist, busy_cpu) if COBUSY_SYSTEMS.intersection(systems) else None
     rates, seen = _tenant_rates(dc), server_reimages(dc)
@@ -339,8 +387,12 @@ def run_durability(
             "reimage_source": schedule.how, "reimage_source_days": schedule.source_span_s / 86400.0,
         }
         rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
+        rec["moves_per_day"] = res.moved_replicas / config.days
         if daily is not None:
             rec["watch_moved"] = daily.watch_moved
+            rec["move_budget_gb_per_server_day"] = _budget_gb(move_config)
+            rec["moves_refused_budget"] = daily.refused_budget
+            rec["moves_refused_exposure"] = daily.refused_exposure
         return rec
 
     return _sweep(points, one, workers, lambda rec: (
@@ -368,6 +420,7 @@ def run_availability(
     reimage_choices: int = REIMAGE_CHOICES,
     repair_choices: int = REPAIR_CHOICES,
     watch_every_hours: float = WATCH_EVERY_HOURS,
+    shared: SharedInputs | None = None,
 ) -> list[Record]:
     """Availability sweep: one record per (system, level, replicas, run), the same for any ``workers``.
     HDFS-H-cobusy-mover refits its estimates and moves replicas every ``move_every_days`` of the
@@ -378,10 +431,11 @@ def run_availability(
     hist = _history_slots(dc, config.history_days)
     rates, seen = _tenant_rates(dc), server_reimages(dc)
     per_level = {}
+    shared = shared if shared is not None else SharedInputs(dc, seed)
     for lv in levels:
-        cpu, param = scale_cpu(dc.cpu, dc.tenant_cores(), lv, scaling)
+        cpu, param = shared.scaled(lv, scaling)
         cobusy = cobusy_model(dc, cpu, hist, config.busy_threshold) if COBUSY_SYSTEMS.intersection(systems) else None
-        per_level[lv] = (cpu, param, system_grids(dc, cpu, hist, seed),
+        per_level[lv] = (cpu, param, system_grids(dc, cpu, hist, seed, model=shared.fit(lv, scaling, hist)[1]),
                          busy_hour_masks(dc, cpu, hist, config.busy_threshold), cobusy)
     points = [(lv, run, r, system) for lv in levels for run in range(runs) for r in replicas for system in systems]
 
@@ -416,6 +470,9 @@ def run_availability(
         rec.update({k: v for k, v in asdict(res).items() if k not in ("system", "replicas")})
         if mover is not None:
             rec["watch_moved"] = mover.watch_moved
+            rec["move_budget_gb_per_server_day"] = _budget_gb(move_config)
+            rec["moves_refused_budget"] = mover.refused_budget
+            rec["moves_refused_exposure"] = mover.refused_exposure
         return rec
 
     return _sweep(points, one, workers, lambda rec: (

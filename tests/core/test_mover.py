@@ -276,3 +276,47 @@ def test_blocks_short_of_a_replica_neither_move_nor_take_the_budget() -> None:
     rep2 = _blocks(placer, [("a0-s0", "a4-s0", "b8-s1"), ("a0-s1", "a4-s1", "a8-s0")])
     rep2[0, 2] = -1
     assert blocks_one_idle(rep2, _busy(placer, {"a0", "a8"})[placer.tenant_of(np.arange(len(placer.inventory.server)))]).tolist() == [1]
+
+
+def test_moves_stop_at_each_tenants_daily_byte_budget() -> None:
+    # Issue 41 item 3: moves per day bounded by a byte budget per primary tenant.
+    from placement_service.core.mover import MoveBudget
+
+    placer, tenants, _ = _grid_cluster()
+    rep = _blocks(placer, [("a0-s0", "a4-s0", "a8-s0"), ("a0-s1", "a4-s1", "a8-s1")])
+    placer.set_cobusy(_trio_busy_model(tenants))
+    budget = MoveBudget(placer, mb_per_server_day=BLOCK_MB / 2)  # 2 servers a tenant: one block a day
+    budget.at_day(0)
+    config = MoveConfig(risk_max=1e-3, max_moves_frac=1.0)
+    first = move_at_risk(placer, rep, config, np.random.default_rng(0), budget=budget)
+    assert first.moved == 1 and first.refused_budget == 1  # both copies would read the same tenant
+    assert budget.used_mb.max() <= budget.limit_mb.max()
+    waiting = int(first.moved_blocks[0] == 0)  # the block the budget held back
+    held_back = rep[waiting].copy()
+    again = move_at_risk(placer, rep, config, np.random.default_rng(0), budget=budget)
+    assert again.refused_budget >= 1 and (rep[waiting] == held_back).all()  # the same day: a0 still spent
+    assert np.all(budget.used_mb <= budget.limit_mb + 1e-9)
+    budget.at_day(1)
+    nxt = move_at_risk(placer, rep, config, np.random.default_rng(0), budget=budget)
+    assert waiting in nxt.moved_blocks.tolist()  # a new day: it moves
+    with pytest.raises(PolicyError, match="budget"):
+        MoveConfig(budget_mb_per_server_day=-1.0)
+
+
+def test_a_move_that_raises_durability_exposure_is_refused_and_counted() -> None:
+    # Issue 41 item 3: a move must never raise the exposure it was meant to leave alone; here every
+    # place a trio replica could go (its cell partner) was reimaged more often than where it is.
+    tenants = [f"{p}{i}" for p in "ab" for i in range(9)]
+    cells = {t: GridCell(int(t[1:]) % 3, int(t[1:]) // 3) for t in tenants}
+    inv = make_inventory([(f"{t}-s{k}", t, f"env-{t}", "r0", 10 * BLOCK_MB / 1024) for t in tenants for k in range(2)])
+    seen = {f"b{i}-s{k}": 3.0 for i in range(9) for k in range(2)}
+    placer = ReplicaPlacer(inv, cells, seed=0, cobusy=_trio_busy_model(tenants), server_reimages=seen)
+    rep = _blocks(placer, [("a0-s0", "a4-s0", "a8-s0")])
+    before, free = rep.copy(), _free(placer)
+    report = move_at_risk(placer, rep, MoveConfig(risk_max=1e-3, max_moves_frac=1.0), np.random.default_rng(0))
+    assert report.moved == 0 and report.refused_exposure == 1
+    assert (rep == before).all() and _free(placer) == pytest.approx(free)
+    # the watch keeps the same rule: the trio busy now, one idle replica left
+    busy = np.array([t in ("a0", "a4") for t in placer.tenant_names])
+    watched = move_busy_now(placer, rep, busy, np.random.default_rng(0))
+    assert watched.moved == 0 and watched.refused_exposure >= 1 and (rep == before).all()

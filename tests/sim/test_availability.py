@@ -157,7 +157,8 @@ def test_mover_catches_tenants_that_turn_busy_together_after_the_history() -> No
     def run(with_mover: bool) -> tuple[object, list[np.ndarray]]:
         system = HdfsSystem.H_COBUSY_MOVER if with_mover else HdfsSystem.H_COBUSY
         placer = make_placer(system, dc, grid, seed=0, block_size_mb=256.0, cobusy=cobusy)
-        mover = CobusyMover(dc, cpu, placer, day, cfg.busy_threshold, rng(3), MoveConfig(max_moves_frac=1.0)) \
+        mover = CobusyMover(dc, cpu, placer, day, cfg.busy_threshold, rng(3),
+                             MoveConfig(max_moves_frac=1.0, budget_mb_per_server_day=None)) \
             if with_mover else None
         slots: list[np.ndarray] = []
         res = simulate_availability(dc, cpu, placer, system, 3, cfg, create_rng=rng(0), place_rng=rng(1),
@@ -200,7 +201,8 @@ def test_watch_moves_blocks_left_with_one_idle_replica_before_the_third_turns_bu
 
     def run(watch: bool) -> tuple[object, list[np.ndarray], CobusyMover]:
         placer = make_placer(HdfsSystem.H_COBUSY_MOVER, dc, grid, seed=0, block_size_mb=256.0, cobusy=cobusy)
-        mover = CobusyMover(dc, cpu, placer, day, cfg.busy_threshold, rng(3), MoveConfig(max_moves_frac=1.0),
+        mover = CobusyMover(dc, cpu, placer, day, cfg.busy_threshold, rng(3),
+                            MoveConfig(max_moves_frac=1.0, budget_mb_per_server_day=None),
                             pass_every_slots=day if watch else 0, watch_rng=rng(4) if watch else None)
         slots: list[np.ndarray] = []
         res = simulate_availability(dc, cpu, placer, HdfsSystem.H_COBUSY_MOVER, 3, cfg, create_rng=rng(0),
@@ -215,3 +217,36 @@ def test_watch_moves_blocks_left_with_one_idle_replica_before_the_third_turns_bu
     assert daily.expected_failed_per_million > 0
     assert len(mover.reports) == 2  # the daily passes still ran once a day, at days 1 and 2
     assert 0 < mover.watch_moved <= cfg.blocks and watched.moved_replicas >= mover.watch_moved
+
+
+def test_every_availability_record_has_moves_per_day_and_the_movers_budget(tiny_dc) -> None:
+    # Issue 41 item 3: the figure moves/day in every availability record.
+    from placement_service.sim.datacenter import Scaling
+    from placement_service.sim.policy import HdfsSystem
+    from placement_service.sim.run import run_availability
+
+    cfg = AvailabilityConfig(days=1.0, history_days=2.0, blocks=300, accesses=2000)
+    recs = run_availability(tiny_dc, levels=[0.4], replicas=[3], scaling=Scaling.LINEAR, runs=1, seed=0, config=cfg,
+                            systems=(HdfsSystem.H, HdfsSystem.H_COBUSY_MOVER))
+    for r in recs:
+        assert r["moves_per_day"] == pytest.approx(r["moved_replicas"] / cfg.days)
+    mover = next(r for r in recs if r["system"] == "HDFS-H-cobusy-mover")
+    assert mover["move_budget_gb_per_server_day"] == 2.0
+    assert mover["moves_refused_budget"] >= 0 and mover["moves_refused_exposure"] >= 0
+
+
+@pytest.mark.parametrize("system", [HdfsSystem.STOCK, HdfsSystem.H])
+def test_blocks_that_found_no_space_are_not_failed_reads(system: HdfsSystem) -> None:
+    # Issue 39 finding 5: on a cluster too small for the blocks, every read of a block that found no
+    # space counted as a read that found every replica busy; here no tenant is ever busy.
+    cpu = np.full((9, 576), 0.2)
+    dc = make_dc(cpu, servers_per_tenant=3, storage_gb=0.5)  # 27 servers x 2 blocks: 18 blocks of 3 replicas
+    grid = placement_grid(dc, {t: 0.2 for t in dc.series.tenants}, {t: float(i % 3) for i, t in enumerate(dc.series.tenants)})
+    placer = make_placer(system, dc, grid, seed=0, block_size_mb=256.0)
+    cfg = AvailabilityConfig(days=1.0, history_days=1.0, blocks=100, accesses=5000)
+    rng = np.random.default_rng
+    res = simulate_availability(dc, dc.cpu, placer, system, 3, cfg, create_rng=rng(0), place_rng=rng(1),
+                                access_rng=rng(2))
+    assert res.failed_accesses == 0 and res.expected_failed_per_million == 0.0
+    assert 100 - 18 <= res.unplaced_blocks < 100 and res.accesses + res.unplaced_accesses == 5000
+    assert res.unplaced_accesses > 0.7 * 5000

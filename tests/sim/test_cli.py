@@ -157,3 +157,21 @@ def test_mover_options_in_availability_and_durability(
     only = json.loads((daily / "results.json").read_text())["records"][0]
     assert only["watch_moved"] == 0 and only["moved_replicas"] > 0
     assert 0 < recs["HDFS-H-cobusy-mover"]["moved_replicas"] <= 2 * 1000  # one per block and pass at most
+
+
+def test_interval_s_overrides_the_inferred_interval(traces: dict[str, Path], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 39 finding 2: an operator must be able to correct the inferred sampling interval.
+    from placement_service.sim.datacenter import load_datacenter
+
+    inferred = load_datacenter(traces["utilization"], traces["inventory"]).series
+    doubled = load_datacenter(traces["utilization"], traces["inventory"], interval_s=2 * inferred.interval_s).series
+    assert doubled.interval_s == 2 * inferred.interval_s
+    assert doubled.n_slots == pytest.approx(inferred.n_slots / 2, abs=1)
+    out = tmp_path / "avail"
+    assert main(["sim", "availability", *_common(traces, out), "--levels", "0.3", "--days", "0.5", "--runs", "1",
+                 "--blocks", "200", "--accesses", "1000", "--replicas", "3", "--systems", "HDFS-H",
+                 "--interval-s", f"{2 * inferred.interval_s:g}"]) == 0
+    assert json.loads((out / "results.json").read_text())["settings"]["interval_s"] == 2 * inferred.interval_s
+    assert main(["sim", "availability", "--generate", "20", "--out", str(tmp_path / "g"), "--interval-s", "60"]) == 2
+    assert "--interval-s applies to --utilization" in capsys.readouterr().err

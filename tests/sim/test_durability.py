@@ -245,3 +245,17 @@ def test_fewer_reimages_seen_means_fewer_re_replications() -> None:
 
     one, two = repairs(1), repairs(2)
     assert all(b < 0.8 * a for a, b in zip(one, two, strict=True)), (one, two)
+
+
+def test_blocks_placed_in_daily_batches_are_written_at_their_own_step() -> None:
+    # ``place_every_s`` (harvest whatif): a day's blocks are placed in one call at the day's start,
+    # but each is written at its creation step, so a reimage of every server at hour 30.5 takes only
+    # the blocks written by the end of its step (hour 31), as with one call per step.
+    sched = ReimageSchedule(np.full(36, 30.5 * 3600.0), np.arange(36))
+    per_step = _run(HdfsSystem.H, 3, sched, DurabilityConfig(days=2.0, blocks=2000))
+    daily = _run(HdfsSystem.H, 3, sched, DurabilityConfig(days=2.0, blocks=2000, place_every_s=DAY_S))
+    before = int((np.sort(np.random.default_rng(1).uniform(0.0, 2 * DAY_S, 2000)) < 31 * 3600.0).sum())
+    assert per_step.lost_blocks == daily.lost_blocks == before
+    assert daily.failed_placements == 0 and daily.repairs == 0
+    with pytest.raises(ValueError, match="place_every_s"):
+        DurabilityConfig(place_every_s=60.0)

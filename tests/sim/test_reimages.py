@@ -90,3 +90,18 @@ def test_the_durability_report_says_how_the_reimages_were_used() -> None:
     recs[0]["reimage_source"] = recs[1]["reimage_source"] = "as-is"
     recs[0]["reimage_source_days"] = recs[1]["reimage_source_days"] = 365.0
     assert "- reimages: the trace (365.0 days) used as it is" in SECTIONS["durability"]({"records": recs})[1]
+
+
+def test_a_log_covering_the_horizon_whose_last_event_is_before_its_end_is_used_as_it_is() -> None:
+    # Issue 39 finding 8: an imported yearly log (first reimage on day 2, last on day 358, a
+    # 14-day utilization window) is the horizon's own reimages; it was bootstrapped because its span
+    # (last event + one mean gap, 364.0 days) fell a day short of 365.
+    inv = make_inventory(["a", "b"], 3)
+    ts = np.linspace(2 * DAY_S, 358 * DAY_S, 60)
+    ev = ReimageEvents(ts, tuple(f"s{i % 6:03d}" for i in range(ts.size)))
+    out = extend_reimages(ev, inv, 365.0, np.random.default_rng(0), window_start_s=0.0, window_s=14 * DAY_S)
+    assert out.how == "as-is"
+    assert out.time_s[: ts.size].tolist() == ts.tolist()  # the log's own events at their own instants
+    # the few days past the log's span continue it from its start (no empty tail, no pile-up)
+    assert out.time_s.max() < 365 * DAY_S and np.all(np.diff(out.time_s) > 0)
+    assert out.time_s.size <= ts.size + 1
