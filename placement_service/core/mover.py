@@ -356,3 +356,30 @@ def merge_reports(a: MoveReport, b: MoveReport) -> MoveReport:
         np.concatenate([a.moved_blocks, b.moved_blocks]), np.concatenate([a.moved_columns, b.moved_columns]),
         a.refused_budget + b.refused_budget, a.refused_exposure + b.refused_exposure,
     )
+
+
+# The mover's schedule: one place for the simulator (HDFS-H-cobusy-mover) and any other adapter.
+MOVE_EVERY_DAYS = 1.0
+"""HDFS-H-cobusy-mover: one pass a day (the service's re-clustering is daily)."""
+MOVE_MAX_FRAC_PER_DAY = 0.05
+"""HDFS-H-cobusy-mover: at most 5% of the blocks move per day (2% left single failures on Azure at 41%, docs/bench/cobusy.md)."""
+WATCH_EVERY_HOURS = 1.0
+"""HDFS-H-cobusy-mover: every this many hours between the daily passes, blocks with one idle replica
+left move a busy one (``core.mover.move_busy_now``); 0: no watch. Hourly by default since
+2026-11-28: it brought the failed accesses up to 40.8% to 0 in every run (the daily passes alone
+failed 1 per million in 1 run of 15 at 40.1%), and four 4M-block durability years with it took as
+many blocks to one replica as without it (7,729 / 7,839 / 7,717 / 7,738 against 7,782 / 7,844),
+losing 2 / 0 / 0 / 0 blocks (docs/bench/cobusy.md, "The watch on by default")."""
+
+
+def mover_config(
+    every_days: float, risk_max: float = MoveConfig.risk_max, max_frac_per_day: float = MOVE_MAX_FRAC_PER_DAY,
+    budget_mb_per_server_day: float | None = MoveConfig.budget_mb_per_server_day,
+) -> MoveConfig:
+    """HDFS-H-cobusy-mover's per-pass settings for a pass every ``every_days``: the day's budget
+    (``max_frac_per_day`` of the blocks) spread over the passes of a day, and each tenant's daily
+    byte budget (``core.mover.MoveBudget``; None: none)."""
+    if every_days <= 0:
+        raise ValueError(f"--move-every-days must be > 0, got {every_days:g}")
+    return MoveConfig(risk_max=risk_max, max_moves_frac=max_frac_per_day * every_days,
+                      budget_mb_per_server_day=budget_mb_per_server_day)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError, validate
+from placement_service.core import service_defaults
 from placement_service.core.placement import (
     COBUSY_NEW_MAX_TURNOVER,
     COBUSY_NEW_TARGET,
@@ -95,7 +96,7 @@ class ServiceConfig:
     # simulator): re-clustering stores each tenant's busy-hour profile (CPU above
     # busy_profile_cpu, default 1 - the agent's default reserve) and placement prefers tenants whose
     # busy hours do not overlap those of the block's other replicas. Off: the paper's HDFS-H.
-    placement_busy_hours: bool = True
+    placement_busy_hours: bool = service_defaults.PLACEMENT_BUSY_HOURS
     busy_profile_cpu: float = 2.0 / 3.0
     # Replicas of a block on the tenants least likely to be busy together (HDFS-H-cobusy in the
     # simulator, docs/bench/cobusy.md): re-clustering also fits each tenant's busy rate and each
@@ -105,7 +106,7 @@ class ServiceConfig:
     # placement_busy_hours, which stays the fallback while no usable estimates are stored (before
     # the first re-clustering with this on, or when they are damaged). Off by default until measured
     # in production.
-    placement_cobusy: bool = False
+    placement_cobusy: bool = service_defaults.PLACEMENT_COBUSY
     # HDFS-H-cobusy's risk target for re-replications (ChooseTargets with chosen nodes): any allowed
     # tenant that keeps the block's estimated probability of all replicas busy at once under it is
     # good enough, so repairs spread instead of converging onto the quietest tenants (the default is

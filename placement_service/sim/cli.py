@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from placement_service import HarvestError
-from placement_service.core.mover import MOVE_BUDGET_MB_PER_SERVER_DAY, MoveConfig
+from placement_service.core.mover import (
+    MOVE_BUDGET_MB_PER_SERVER_DAY,
+    MOVE_EVERY_DAYS,
+    MOVE_MAX_FRAC_PER_DAY,
+    WATCH_EVERY_HOURS,
+    MoveConfig,
+    mover_config,
+)
 from placement_service.core.placement import (
     COBUSY_NEW_MAX_TURNOVER,
     COBUSY_NEW_TARGET,
@@ -30,12 +37,6 @@ from placement_service.core.placement import (
 )
 from placement_service.core.types import PolicyError
 from placement_service.sim.agent_nodes import AgentSettings
-from placement_service.sim.policy import (
-    MOVE_EVERY_DAYS,
-    MOVE_MAX_FRAC_PER_DAY,
-    WATCH_EVERY_HOURS,
-    mover_config,
-)
 from placement_service.validate import finite_float, output_file
 
 logger = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ AGENT = AgentSettings()
 
 def _systems_help() -> str:
     """``--systems`` help from ``sim.policy``'s one description per system and where it runs."""
-    from placement_service.sim.policy import HdfsSystem, service_placement
+    from placement_service.sim.systems import HdfsSystem, service_placement
 
     svc = service_placement()
     return ("comma list of: " + "; ".join(f"{x.value}: {svc.describe(x)}" for x in HdfsSystem)

@@ -14,8 +14,7 @@ replica placement code the service runs, fed with simulated state instead of nod
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -24,13 +23,17 @@ from placement_service.core.busy_hours import busy_hour_masks as core_busy_hour_
 from placement_service.core.clustering import UtilizationClustering
 from placement_service.core.cobusy import CobusyConfig, CobusyModel, fit_cobusy, reimage_penalty
 from placement_service.core.grid import build_grid
-from placement_service.core.mover import (
+from placement_service.core.mover import (  # noqa: F401 (the schedule settings are re-exported)
+    MOVE_EVERY_DAYS,
+    MOVE_MAX_FRAC_PER_DAY,
+    WATCH_EVERY_HOURS,
     MoveBudget,
     MoveConfig,
     MoveReport,
     merge_reports,
     move_at_risk,
     move_busy_now,
+    mover_config,
 )
 from placement_service.core.placement import (
     COBUSY_NEW_MAX_TURNOVER,
@@ -47,6 +50,13 @@ from placement_service.core.selection import ClassSelector, SelectionConfig, job
 from placement_service.core.stock_placement import StockPlacer
 from placement_service.core.types import ClassTable, GridCell, TenantSeries
 from placement_service.sim.datacenter import SimDatacenter
+from placement_service.sim.systems import (  # noqa: F401 (re-exported)
+    SERVICE_SETTING,
+    SYSTEM_TEXT,
+    HdfsSystem,
+    ServicePlacement,
+    service_placement,
+)
 from placement_service.sim.workload import JobTemplate
 
 
@@ -146,71 +156,6 @@ def placement_grid(
     )
 
 
-class HdfsSystem(StrEnum):
-    STOCK = "HDFS-Stock"
-    H = "HDFS-H"  # the core's placement, grid columns by each tenant's p99 peak (the paper)
-    H_RISK = "HDFS-H-risk"  # experimental: unpredictable tenants ranked by max(p99, mean + 4 std)
-    H_HOURS = "HDFS-H-hours"  # beyond the paper: HDFS-H + replicas on tenants not busy at the same hours
-    H_COBUSY = "HDFS-H-cobusy"  # beyond the paper: HDFS-H + replicas on tenants least likely busy together
-    H_COBUSY_MOVER = "HDFS-H-cobusy-mover"  # HDFS-H-cobusy + daily refit, replicas of blocks at risk moved
-
-
-SYSTEM_TEXT: dict[HdfsSystem, str] = {
-    HdfsSystem.STOCK: "stock HDFS: replicas over racks only",
-    HdfsSystem.H: "the paper's placement: replicas over the 3x3 reimage x peak grid",
-    HdfsSystem.H_RISK: "HDFS-H with unpredictable tenants ranked by mean + 4 std in the grid",
-    HdfsSystem.H_HOURS: "HDFS-H that also keeps a block's replicas on tenants not busy at the same hours of the day",
-    HdfsSystem.H_COBUSY: "HDFS-H with each replica on the allowed tenant least likely busy with the block's others",
-    HdfsSystem.H_COBUSY_MOVER: "HDFS-H-cobusy with estimates refitted daily and replicas of blocks at risk moved",
-}
-"""What each simulated system is, in one line (reports and help text take it from here)."""
-
-SERVICE_SETTING: dict[HdfsSystem, str] = {
-    HdfsSystem.H_HOURS: "placement_busy_hours",
-    HdfsSystem.H_COBUSY: "placement_cobusy",
-}
-"""The placement service's setting (``server.config.ServiceConfig``) that turns a system on."""
-
-
-@dataclass(frozen=True)
-class ServicePlacement:
-    """Which simulated system the placement service runs with its default settings, read from the
-    service's own configuration defaults (``ServiceConfig``), so no report claims otherwise."""
-
-    system: HdfsSystem
-    settings: Mapping[str, bool]
-
-    def describe(self, system: HdfsSystem) -> str:
-        """``SYSTEM_TEXT`` and where the system runs: the service's default, a service setting, or
-        the simulator only."""
-        text = SYSTEM_TEXT[system]
-        if system is self.system:
-            on = [k for k, v in self.settings.items() if v]
-            return text + " (the placement service's default" + (f": `{', '.join(on)}` on" if on else "") + ")"
-        if system is HdfsSystem.STOCK:
-            return text + " (HDFS's own default policy)"
-        if system is HdfsSystem.H:
-            return text + " (the service with " + " and ".join(f"`{k}`" for k in self.settings) + " off)"
-        if system in SERVICE_SETTING:
-            key = SERVICE_SETTING[system]
-            return text + f" (in the service with `{key}` on; default {'on' if self.settings[key] else 'off'})"
-        return text + " (simulator only, not in the service)"
-
-
-def service_placement() -> ServicePlacement:
-    """The system the placement service runs by default (``ServiceConfig()``): HDFS-H-cobusy when
-    ``placement_cobusy`` is on, else HDFS-H-hours when ``placement_busy_hours`` is, else HDFS-H."""
-    from placement_service.server.config import ServiceConfig
-
-    config = ServiceConfig()
-    settings = {key: bool(getattr(config, key)) for key in SERVICE_SETTING.values()}
-    if settings["placement_cobusy"]:
-        return ServicePlacement(HdfsSystem.H_COBUSY, settings)
-    if settings["placement_busy_hours"]:
-        return ServicePlacement(HdfsSystem.H_HOURS, settings)
-    return ServicePlacement(HdfsSystem.H, settings)
-
-
 def busy_hour_masks(
     dc: SimDatacenter,
     cpu: np.ndarray,
@@ -232,32 +177,6 @@ def cobusy_model(
     """The tenants' co-busy estimates (``core.cobusy.fit_cobusy``) over the first ``history_slots`` of ``cpu``."""
     return fit_cobusy(dc.series.tenants, _history_window(cpu, history_slots), dc.series.start_s,
                       dc.series.interval_s, busy_cpu, config)
-
-
-MOVE_EVERY_DAYS = 1.0
-"""HDFS-H-cobusy-mover: one pass a day (the service's re-clustering is daily)."""
-MOVE_MAX_FRAC_PER_DAY = 0.05
-"""HDFS-H-cobusy-mover: at most 5% of the blocks move per day (2% left single failures on Azure at 41%, docs/bench/cobusy.md)."""
-WATCH_EVERY_HOURS = 1.0
-"""HDFS-H-cobusy-mover: every this many hours between the daily passes, blocks with one idle replica
-left move a busy one (``core.mover.move_busy_now``); 0: no watch. Hourly by default since
-2026-11-28: it brought the failed accesses up to 40.8% to 0 in every run (the daily passes alone
-failed 1 per million in 1 run of 15 at 40.1%), and four 4M-block durability years with it took as
-many blocks to one replica as without it (7,729 / 7,839 / 7,717 / 7,738 against 7,782 / 7,844),
-losing 2 / 0 / 0 / 0 blocks (docs/bench/cobusy.md, "The watch on by default")."""
-
-
-def mover_config(
-    every_days: float, risk_max: float = MoveConfig.risk_max, max_frac_per_day: float = MOVE_MAX_FRAC_PER_DAY,
-    budget_mb_per_server_day: float | None = MoveConfig.budget_mb_per_server_day,
-) -> MoveConfig:
-    """HDFS-H-cobusy-mover's per-pass settings for a pass every ``every_days``: the day's budget
-    (``max_frac_per_day`` of the blocks) spread over the passes of a day, and each tenant's daily
-    byte budget (``core.mover.MoveBudget``; None: none)."""
-    if every_days <= 0:
-        raise ValueError(f"--move-every-days must be > 0, got {every_days:g}")
-    return MoveConfig(risk_max=risk_max, max_moves_frac=max_frac_per_day * every_days,
-                      budget_mb_per_server_day=budget_mb_per_server_day)
 
 
 class CobusyMover:

@@ -182,15 +182,16 @@ def test_the_sweeps_of_one_datacenter_share_one_clustering_per_level(tiny_dc):
 def test_policy_descriptions_follow_the_services_configuration(monkeypatch):
     # Issue 38 point 4: the report and help said HDFS-H-hours is "simulator only" while the service
     # runs it by default; what runs where now comes from the service's configuration defaults.
-    import dataclasses
-
-    from placement_service.server import config as service_config
+    from placement_service.core import service_defaults
+    from placement_service.server.config import ServiceConfig
     from placement_service.sim.policy import HdfsSystem, service_placement
 
+    config = ServiceConfig()  # the service takes its defaults from the same place
+    assert (config.placement_busy_hours, config.placement_cobusy) == (
+        service_defaults.PLACEMENT_BUSY_HOURS, service_defaults.PLACEMENT_COBUSY)
     assert service_placement().system is HdfsSystem.H_HOURS  # placement_busy_hours on by default
     assert "the placement service's default" in service_placement().describe(HdfsSystem.H_HOURS)
-    original = service_config.ServiceConfig
-    monkeypatch.setattr(service_config, "ServiceConfig", lambda: dataclasses.replace(original(), placement_cobusy=True))
+    monkeypatch.setattr(service_defaults, "PLACEMENT_COBUSY", True)
     svc = service_placement()
     assert svc.system is HdfsSystem.H_COBUSY
     assert "the placement service's default: `placement_busy_hours, placement_cobusy` on" in svc.describe(HdfsSystem.H_COBUSY)
