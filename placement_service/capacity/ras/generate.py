@@ -139,7 +139,17 @@ def generate_requests(
         sizes = sizes * np.clip(fill / np.maximum(worst, 1e-9), 0.5, 2.0) ** 0.5
     sizes = sizes * min(1.0, fill / float(load(sizes).max()))
     sizes = np.maximum(min_servers, sizes)
-    dc_of_hw = [sorted(set(region.datacenter[region.hardware == g].tolist())) for g in range(n_hw)]
+    # datacenters a type's affinity may name: those holding an MSB with a real share of the type (more
+    # than 3 servers, or an eighth of its mean per MSB); a few drifted machines are no capacity to ask an
+    # affinity share of
+    n_msb = len(region.msb_names)
+    per_msb = np.bincount(region.hardware.astype(np.int64) * n_msb + region.msb, minlength=n_hw * n_msb)
+    per_msb = per_msb.reshape(n_hw, n_msb)
+    mean = per_msb.sum(axis=1) / np.maximum(1, (per_msb > 0).sum(axis=1))
+    real = (per_msb > 3) | (per_msb >= mean[:, None] / 8)
+    msb_dc = np.zeros(n_msb, dtype=np.int64)
+    msb_dc[region.msb] = region.datacenter
+    dc_of_hw = [sorted({int(msb_dc[m]) for m in np.flatnonzero(real[g] & (per_msb[g] > 0))}) for g in range(n_hw)]
     out = []
     for r in range(n_reservations):
         gens = list(range(first[r], min(n_hw, first[r] + width[r])))
