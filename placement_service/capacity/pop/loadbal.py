@@ -164,16 +164,20 @@ class LoadPart:
     share: np.ndarray  # share of the real shard's load each virtual shard carries
 
 
-def split_parts(p: LoadProblem, k: int, seed: int) -> list[LoadPart]:
+SLACKS = (0.5, 0.0)  # group slack tried in turn, as a fraction of the tolerance (0: every group exactly its share)
+
+
+def split_parts(p: LoadProblem, k: int, seed: int, slack: float = SLACKS[0]) -> list[LoadPart]:
     """Random equal server groups; shards kept with their group within a slack, the excess moved.
 
     Steps (``target = total load / k``, ``slack = tolerance / 2 x target``):
     1. every shard's home is the group holding most of its copies; a group keeps its home shards,
        smallest first, while its load stays within ``target + slack`` (the global band leaves every
        server ``tolerance`` of room, so a group a little off its share needs no transfer);
-    2. the shards left over, largest first, go to the group with the most room below ``target``:
-       whole when that keeps the group within ``target + slack``, else split so the group reaches
-       ``target`` (a virtual shard; its other part placed the same way);
+    2. the shards left over, largest first, go first to a group that already holds a copy (as much
+       as keeps it within ``target + slack``: no transfer), then to the group with the most room
+       below ``target``: whole when that keeps the group within ``target + slack``, else split so
+       the group reaches ``target`` (a virtual shard; its other part placed the same way);
     3. if a group ends below ``target - slack`` (rare), the strict split is used instead: every group
        exactly ``target``, home shards smallest first, the overflowing one split.
     The sub-problems keep the global band (``LoadProblem.average``), so their union is feasible.
@@ -185,8 +189,9 @@ def split_parts(p: LoadProblem, k: int, seed: int) -> list[LoadPart]:
     home = np.full(n_sh, -1)
     has = per_group.sum(axis=0) > 0
     home[has] = np.argmax(per_group[:, has], axis=0)
-    for slack in (p.tolerance / 2 * target, 0.0):
-        pieces = _fill(p, home, k, target, slack)
+    pieces = None
+    for sl in (slack * p.tolerance * target, 0.0):
+        pieces = _fill(p, home, per_group > 0, k, target, sl)
         if pieces is not None:
             break
     assert pieces is not None  # the strict fill (slack 0) always places everything
@@ -198,7 +203,8 @@ def split_parts(p: LoadProblem, k: int, seed: int) -> list[LoadPart]:
     return parts
 
 
-def _fill(p: LoadProblem, home: np.ndarray, k: int, target: float, slack: float) -> list[list[tuple[int, float]]] | None:
+def _fill(p: LoadProblem, home: np.ndarray, holds: np.ndarray, k: int, target: float,
+          slack: float) -> list[list[tuple[int, float]]] | None:  # fmt: skip
     """Steps 1-2 of ``split_parts`` with ``slack``; None when a group ends below ``target - slack``."""
     left = p.load.astype(float).copy()
     filled = np.zeros(k)
@@ -224,6 +230,12 @@ def _fill(p: LoadProblem, home: np.ndarray, k: int, target: float, slack: float)
                 put(g, int(j), min(target - filled[g], left[j]))
     for j in np.argsort(-left, kind="stable"):  # the rest: onto the groups with room, most room first
         while left[j] > 1e-9 * max(1.0, p.load[j]):
+            # a group already holding a copy of the shard takes it first (no transfer), up to target + slack
+            free = np.flatnonzero(holds[:, j] & (filled < target + slack - 1e-9 * target))
+            if slack > 0 and len(free):
+                g = int(free[np.argmax(target + slack - filled[free])])
+                put(g, int(j), min(left[j], target + slack - filled[g]))
+                continue
             g = int(np.argmax(target - filled))
             room = target - filled[g]
             if room <= 1e-9 * target:
@@ -238,27 +250,34 @@ def _fill(p: LoadProblem, home: np.ndarray, k: int, target: float, slack: float)
 
 
 def solve_pop(p: LoadProblem, k: int, seed: int = 0, time_limit_s: float = 60.0,
-              mip_rel_gap: float = 0.05, repair_plan: bool = True) -> LoadResult:  # fmt: skip
+              mip_rel_gap: float = 0.05, repair_plan: bool = True,
+              slacks: tuple[float, ...] = SLACKS) -> LoadResult:  # fmt: skip
     """POP: the exact model on each group (sequentially here; ``parts_wall_s`` gives each part's time),
-    then the global repair (``repair``) unless ``repair_plan`` is false."""
+    then the global repair (``repair``) unless ``repair_plan`` is false. A group slack whose split
+    leaves a sub-problem infeasible is retried with the next, tighter one (``SLACKS``)."""
     t0 = time.monotonic()
     n_srv, n_sh = p.previous.shape
     r = np.zeros((n_srv, n_sh))
     x = np.zeros((n_srv, n_sh), dtype=bool)
-    walls = []
+    walls: list[float] = []
     status = "feasible"
-    for part in split_parts(p, k, seed):
-        sub = LoadProblem(p.load[part.shards] * part.share, p.memory[part.shards],
-                          p.previous[np.ix_(part.servers, part.shards)], p.max_memory, p.tolerance,
-                          p.band_average())  # fmt: skip
-        res = solve_exact(sub, time_limit_s, mip_rel_gap)
-        walls.append(res.wall_s)
-        if res.moves < 0:
-            status = f"incomplete: a part is {res.status}"
-            continue
-        for col, (j, s) in enumerate(zip(part.shards, part.share, strict=True)):
-            r[part.servers, j] += res.r[:, col] * s
-            x[part.servers, j] |= res.x[:, col]
+    for slack in slacks:
+        r[:], x[:] = 0.0, False
+        status = "feasible"
+        for part in split_parts(p, k, seed, slack):
+            sub = LoadProblem(p.load[part.shards] * part.share, p.memory[part.shards],
+                              p.previous[np.ix_(part.servers, part.shards)], p.max_memory, p.tolerance,
+                              p.band_average())  # fmt: skip
+            res = solve_exact(sub, time_limit_s, mip_rel_gap)
+            walls.append(res.wall_s)
+            if res.moves < 0:
+                status = f"incomplete: a part is {res.status}"
+                break
+            for col, (j, s) in enumerate(zip(part.shards, part.share, strict=True)):
+                r[part.servers, j] += res.r[:, col] * s
+                x[part.servers, j] |= res.x[:, col]
+        if status == "feasible":
+            break
     moves = int(np.sum(x & ~p.previous))
     out = LoadResult(r, x, status, moves, float("nan"), time.monotonic() - t0, tuple(walls))
     return repair(p, out) if repair_plan and status == "feasible" else out
