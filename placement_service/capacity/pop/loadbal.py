@@ -17,8 +17,9 @@ the group of the server that holds most of it while the group's load stays withi
 (a virtual shard carrying the part of its load that fits). Every sub-problem keeps the *global* band
 (``LoadProblem.average``), so the union of the sub-solutions is feasible. The sub-problems are the
 same model, solved unchanged; coalescing scales each virtual shard's ``r`` by its share of the shard
-and takes the union of the copies; a global repair then drops every new copy the whole cluster does
-not need (``repair``).
+and takes the union of the copies. A global repair (``repair``) then solves the unchanged model over
+the whole cluster on a small neighbourhood of that plan (the copies held, POP's, and the support of
+the full model's LP relaxation), which recovers the transfers a group could not see.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class LoadResult:
     bound: float  # lower bound on the moves (MIP dual bound; NaN for POP)
     wall_s: float
     parts_wall_s: tuple[float, ...] = ()
+    repair_dropped: int = 0  # new copies the global repair dropped (POP)
 
 
 def generate_loads(n_shards: int, rng: np.random.Generator, order: np.ndarray) -> np.ndarray:
@@ -280,19 +282,21 @@ def solve_pop(p: LoadProblem, k: int, seed: int = 0, time_limit_s: float = 60.0,
             break
     moves = int(np.sum(x & ~p.previous))
     out = LoadResult(r, x, status, moves, float("nan"), time.monotonic() - t0, tuple(walls))
-    return repair(p, out) if repair_plan and status == "feasible" else out
+    return repair(p, out, time_limit_s, mip_rel_gap) if repair_plan and status == "feasible" else out
 
 
-def repair(p: LoadProblem, pop: LoadResult) -> LoadResult:
-    """Global repair of a POP plan: drop every new copy the whole cluster does not need.
+def repair(p: LoadProblem, pop: LoadResult, time_limit_s: float = 60.0, mip_rel_gap: float = 0.05) -> LoadResult:
+    """Global repair of a POP plan: the full model on a small neighbourhood of POP's plan.
 
-    POP balances each group on its own, so a group short of load pulls a shard in although a server
-    of another group could have shed it; seen from the whole cluster some of those new copies are
-    redundant. Steps:
-    1. the new copies (held now, not before), the one serving the smallest share of its shard first;
-    2. for each: drop it if the load can still be spread within the band over the remaining copies
-       (an LP in ``r`` with the copies fixed: band per server, every shard fully served);
-    3. the final ``r`` from that LP. Never more moves than POP's plan, which stays the fallback.
+    POP balances each group on its own, so a server short of load can only take copies of shards
+    placed in its group; seen from the whole cluster a copy from another group is often cheaper.
+    Steps:
+    1. the LP relaxation of the full model in ``r`` alone (with ``x = r`` it is the MILP's relaxation:
+       minimise ``sum (1 - T) r`` within the band, memory and coverage rows): its support names the
+       copies the whole cluster would like, a few dozen beyond the copies held now;
+    2. the unchanged MILP over every server and shard with the copies limited to: held now, POP's,
+       and the LP's support; POP's plan is the start, so the result never moves more;
+    3. kept when it moves fewer shards and the checker finds no violation (else POP's plan stays).
     """
     from scipy.optimize import linprog
 
@@ -300,39 +304,27 @@ def repair(p: LoadProblem, pop: LoadResult) -> LoadResult:
     if pop.moves < 0:
         return pop
     n_srv, n_sh = p.previous.shape
-    avg, eps = p.band_average(), p.tolerance * p.band_average()
-    x = pop.x.copy()
-
-    def spread(x: np.ndarray) -> np.ndarray | None:
-        ii, jj = np.nonzero(x)
-        n = len(ii)
-        a_band = sp.csr_matrix((p.load[jj], (ii, np.arange(n))), shape=(n_srv, n))
-        a_cover = sp.csr_matrix((np.ones(n), (jj, np.arange(n))), shape=(n_sh, n))
-        res = linprog(np.zeros(n), A_ub=sp.vstack([a_band, -a_band]),
-                      b_ub=np.concatenate([np.full(n_srv, avg + eps), np.full(n_srv, -(avg - eps))]),
-                      A_eq=a_cover, b_eq=np.ones(n_sh), bounds=(0, 1), method="highs")  # fmt: skip
-        if res.status != 0:
-            return None
-        r = np.zeros((n_srv, n_sh))
-        r[ii, jj] = res.x
-        return r
-
-    new = np.argwhere(x & ~p.previous)
-    order = np.argsort(pop.r[new[:, 0], new[:, 1]], kind="stable")
-    r = pop.r
-    for i, j in new[order]:
-        x[i, j] = False
-        got = spread(x)
-        if got is None:
-            x[i, j] = True
-        else:
-            r = got
-    moves = int(np.sum(x & ~p.previous))
-    if moves == pop.moves:
-        return LoadResult(pop.r, pop.x, pop.status, pop.moves, pop.bound, pop.wall_s + time.monotonic() - t0,
-                          pop.parts_wall_s)  # fmt: skip
-    r = np.where(r > 1e-9, r, 0.0)
-    return LoadResult(r, x, "repaired", moves, float("nan"), pop.wall_s + time.monotonic() - t0, pop.parts_wall_s)
+    avg = p.band_average()
+    eps = p.tolerance * avg
+    ii = np.repeat(np.arange(n_srv), n_sh)
+    jj = np.tile(np.arange(n_sh), n_srv)
+    col = np.arange(n_srv * n_sh)
+    band = sp.csr_matrix((p.load[jj], (ii, col)), shape=(n_srv, n_srv * n_sh))
+    memory = sp.csr_matrix((p.memory[jj].astype(float), (ii, col)), shape=(n_srv, n_srv * n_sh))
+    cover = sp.csr_matrix((np.ones(n_srv * n_sh), (jj, col)), shape=(n_sh, n_srv * n_sh))
+    lp = linprog((~p.previous).ravel().astype(float), A_ub=sp.vstack([band, -band, memory]),
+                 b_ub=np.concatenate([np.full(n_srv, avg + eps), np.full(n_srv, eps - avg),
+                                      np.full(n_srv, p.max_memory)]),
+                 A_eq=cover, b_eq=np.ones(n_sh), bounds=(0, 1), method="highs")  # fmt: skip
+    allowed = p.previous | pop.x
+    if lp.status == 0:
+        allowed |= lp.x.reshape(n_srv, n_sh) > 1e-6
+    res = solve_exact(p, time_limit_s, mip_rel_gap, allowed=allowed, start=pop)
+    wall = pop.wall_s + time.monotonic() - t0
+    if res.moves < 0 or res.moves >= pop.moves or check(p, res):
+        return LoadResult(pop.r, pop.x, pop.status, pop.moves, pop.bound, wall, pop.parts_wall_s)
+    return LoadResult(res.r, res.x, pop.status, res.moves, float("nan"), wall, pop.parts_wall_s,
+                      pop.moves - res.moves)  # fmt: skip
 
 
 def check(p: LoadProblem, res: LoadResult) -> list[str]:
