@@ -77,3 +77,20 @@ def test_repair_drops_copies_the_whole_cluster_does_not_need(problem: LoadProble
     assert check(problem, fixed) == [] and fixed.moves <= po.moves
     again = repair(problem, po)
     assert check(problem, again) == [] and again.moves <= po.moves
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4])
+def test_repair_brings_pop_back_to_the_exact_moves_on_a_second_round(seed: int) -> None:
+    """Round 2 of a small instance (96 shards, 8 servers, from the exact's round-1 placement): POP k = 4
+    alone moves more than the exact optimum, its global repair moves as few."""
+    rng = np.random.default_rng(seed)
+    n_sh, n_srv = 96, 8
+    order = rng.permutation(n_sh)
+    first = LoadProblem(generate_loads(n_sh, rng, order), np.ones(n_sh), initial_placement(n_srv, n_sh))
+    p = LoadProblem(generate_loads(n_sh, rng, order), np.ones(n_sh), solve_exact(first, 60, 0.0).x)
+    ex = solve_exact(p, 60, 0.0)
+    assert ex.status == "Optimal"
+    po = solve_pop(p, 4, seed=seed, repair_plan=False)
+    assert po.moves > ex.moves  # the loss from partitioning this test is about
+    fixed = repair(p, po)
+    assert check(p, fixed) == [] and fixed.moves == ex.moves and fixed.repair_dropped == po.moves - ex.moves
