@@ -68,8 +68,8 @@ class PeakMemory:
         self._t.join()
 
 
-def case(n: int, n_res: int = 1000, seed: int = 1) -> Problem:
-    region = generate_region(n_servers=n, n_msbs=36, n_hardware=12, seed=seed)
+def case(n: int, n_res: int = 1000, seed: int = 1, drift: float = 0.0) -> Problem:
+    region = generate_region(n_servers=n, n_msbs=36, n_hardware=12, drift=drift, seed=seed)
     return Problem(region, generate_requests(region, n_reservations=n_res, fill=0.8, seed=seed), Settings())
 
 
@@ -127,15 +127,16 @@ def run_region(ks: list[int], full_time_limit_s: float, part_time_limit_s: float
             buffer_frac_lb=round(bb["frac_lb"], 5))  # fmt: skip
 
 
-def run_million(k: int, part_time_limit_s: float | None) -> None:
+def run_million(k: int, part_time_limit_s: float | None, drift: float = 0.0) -> None:
     t0 = time.monotonic()
     with PeakMemory() as mem:
-        problem = case(1_000_000)
+        problem = case(1_000_000, drift=drift)
         t_gen = time.monotonic() - t0
         plan, pop = solve_pop(problem, PopOptions(k=k, part_time_limit_s=part_time_limit_s), progress=None)
         wall = time.monotonic() - t0
     lp = float(pop["full_lp_bound"]["lp_bound"]) if pop["full_lp_bound"] else float("nan")  # type: ignore[index]
-    row(f"million-pop-k{k}", problem, plan, wall, lp, k=k, generate_s=round(t_gen, 1),
+    row(f"million-pop-k{k}" + (f"-drift{drift:g}" if drift else ""), problem, plan, wall, lp, k=k,
+        generate_s=round(t_gen, 1), drift=drift,
         peak_rss_gib=round(mem.peak / 2**30, 2), complete=pop["complete"])  # fmt: skip
 
 
@@ -314,6 +315,7 @@ def main() -> None:
     ap.add_argument("--full-time-limit-s", type=float, default=600)
     ap.add_argument("--part-time-limit-s", type=float, default=None)
     ap.add_argument("--million-k", type=int, default=16)
+    ap.add_argument("--million-drift", type=float, default=0.0, help="million: hardware drift (0: none)")
     ap.add_argument("--external-method", default="auto", choices=["auto", "lp-round"])
     ap.add_argument("--method", default="auto", choices=["auto", "lp-round"], help="region: the sub-problems' method")
     ap.add_argument("--full-from", help="reuse the full solve's row from an earlier results file (same instance)")
@@ -328,7 +330,7 @@ def main() -> None:
         if c == "region":
             run_region(args.ks, args.full_time_limit_s, args.part_time_limit_s, args.full_from, args.method)
         elif c == "million":
-            run_million(args.million_k, args.part_time_limit_s)
+            run_million(args.million_k, args.part_time_limit_s, args.million_drift)
         elif c == "external":
             run_external(16, args.part_time_limit_s or 4.0, args.external_method)
         elif c == "drift":
