@@ -264,7 +264,8 @@ class FitResult:
         rep = self.report_doc()
         lines = [f"{len(self.obs.services)} services, {len(self.obs.products)} products, {rep['minutes']} windows "
                  f"({rep['train_minutes']} train / {rep['heldout_minutes']} held out), dropped {self.dropped}",
-                 f"{'service':34s} {'metric':10s} {'resid calls':>11s} {'resid span':>10s} {'held-out':>9s} {'const':>7s}"]  # fmt: skip
+                 f"{'service':34s} {'metric':10s} {'resid calls':>11s} {'resid span':>10s} {'held-out':>9s} {'const':>7s} "
+                 f"predictor"]  # fmt: skip
         for r in rep["services"]:
 
             def f(v: Any) -> str:
@@ -272,7 +273,10 @@ class FitResult:
 
             lines.append(f"{r['service']:34s} {r['metric']:10s} {f(r['residual_train']['calls']):>11s} "
                          f"{f(r['residual_train']['span_time']):>10s} {f(r['error_heldout'][r['metric']]):>9s} "
-                         f"{f(r['error_heldout_constant']):>7s}")  # fmt: skip
+                         f"{f(r['error_heldout_constant']):>7s} {r['predictor']}")  # fmt: skip
+        n_base = sum(1 for r in rep["services"] if r["predictor"] == "baseline")
+        lines.append(f"predictor (flux predict): the model for {len(rep['services']) - n_base} services, the baseline "
+                     f"(mean CPU over the training windows) for {n_base}; reasons in model.json 'prediction'")  # fmt: skip
         return "\n".join(lines)
 
 
