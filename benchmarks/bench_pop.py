@@ -97,6 +97,15 @@ def row(label: str, problem: Problem, plan: Plan, wall_s: float, bound: float, *
     return out
 
 
+def phase_info(plan: Plan) -> dict[str, Any]:
+    """Where a POP run's time went: partition, coalesce + repair (and how many reservations the second
+    repair re-solved)."""
+    ph = {str(p.get("phase")): p for p in plan.solver.phases}
+    part, co = ph.get("pop-partition", {}), ph.get("pop-coalesce-repair", {})
+    return {"partition_s": round(float(part.get("wall_s", 0.0)), 1), "coalesce_repair_s": round(float(co.get("wall_s", 0.0)), 1),
+            "resolved": co.get("reservations_resolved"), "servers_changed_by_repair": co.get("servers_changed_by_repair")}  # fmt: skip
+
+
 def run_region(ks: list[int], full_time_limit_s: float, part_time_limit_s: float | None,
                full_from: str | None, method: str = "auto") -> None:  # fmt: skip
     from placement_service.capacity.ras.domain import Method
@@ -124,7 +133,7 @@ def run_region(ks: list[int], full_time_limit_s: float, part_time_limit_s: float
         row(f"pop-k{k}" + ("" if method == "auto" else f"-{method}"), problem, plan, wall, lp, k=k, method=method, vs_full=round(plan.solver.objective / full_obj - 1, 5),
             speedup=round(full_wall / wall, 2), split_clients=pop["split_clients"],
             part_wall_max_s=round(max(p["wall_s"] for p in pop["parts"]), 1),  # type: ignore[index,union-attr]
-            buffer_frac_lb=round(bb["frac_lb"], 5))  # fmt: skip
+            buffer_frac_lb=round(bb["frac_lb"], 5), **phase_info(plan))  # fmt: skip
 
 
 def run_million(k: int, part_time_limit_s: float | None, drift: float = 0.0) -> None:
@@ -221,7 +230,8 @@ def run_drift(n: int, drift: float, ks: list[int], full_time_limit_s: float, see
             row(f"drift-{n}-pop-k{k}-external", problem, plan, wall, bound, k=k, method="auto (parts: lp-round)",
                 vs_full=round(plan.solver.objective / full_obj - 1, 5), speedup=round(full_wall / wall, 2),
                 complete=pop["complete"], split_clients=pop["split_clients"],
-                part_wall_max_s=round(max(p["wall_s"] for p in pop["parts"]), 1))  # type: ignore[index,union-attr]  # fmt: skip
+                part_wall_max_s=round(max(p["wall_s"] for p in pop["parts"]), 1),  # type: ignore[index,union-attr]
+                **phase_info(plan))  # fmt: skip
 
 
 def run_external(k: int, part_time_limit_s: float, method: str) -> None:
