@@ -51,7 +51,7 @@ class PopOptions:
 # POP only loses quality; above it, the fewest parts (a power of two, at least 2) of at most
 # AUTO_PART_SERVERS servers each, and at most AUTO_MAX_K (the loss from partitioning grows with k)
 AUTO_MIN_SERVERS = 20_000
-AUTO_PART_SERVERS = 50_000
+AUTO_PART_SERVERS = 25_000
 AUTO_MAX_K = 16
 
 
@@ -64,8 +64,9 @@ def auto_k(region: Region) -> tuple[int, str]:
     k = 2
     while k < AUTO_MAX_K and n / k > AUTO_PART_SERVERS:
         k *= 2
-    return k, (f"{n:,} available servers (>= {AUTO_MIN_SERVERS:,}): {k} sub-problems of about "
-               f"{n // k:,} servers (at most {AUTO_PART_SERVERS:,} each, at least 2, at most {AUTO_MAX_K})")  # fmt: skip
+    rule = (f"at most {AUTO_PART_SERVERS:,} each, at least 2" if n / k <= AUTO_PART_SERVERS
+            else f"capped at {AUTO_MAX_K} parts, as the loss from partitioning grows with k")  # fmt: skip
+    return k, f"{n:,} available servers (>= {AUTO_MIN_SERVERS:,}): {k} sub-problems of about {n // k:,} servers ({rule})"
 
 
 def part_settings(st: Settings, time_limit_s: float) -> Settings:
