@@ -36,7 +36,7 @@ import numpy as np
 from placement_service.capacity.pop.partition import PopError, partition, split_clients, split_resource
 from placement_service.capacity.ras import ras_model
 from placement_service.capacity.ras.aggregate import Aggregate, aggregate
-from placement_service.capacity.ras.domain import Problem, Region, Request, Settings, SolverReport
+from placement_service.capacity.ras.domain import Method, Problem, Region, Request, Settings, SolverReport
 from placement_service.capacity.ras.plan import Plan, build_plan
 from placement_service.capacity.ras.precheck import precheck
 from placement_service.capacity.ras.repair import round_and_repair
@@ -400,11 +400,16 @@ def _resolve_violators(problem: Problem, parted: Partitioned, agg: Aggregate, en
     previous = {region.server[i]: names[entity[i]] for i in idx if entity[i] >= 0}
     st = replace(problem.settings, time_limit_s=min(60.0, problem.settings.time_limit_s), random_failure_buffer=0.0,
                  fix_satisfied=False)  # fmt: skip
-    plan = solve(Problem(subregion(region, idx), reqs, st, previous))
     before = {names[int(r)] for r in short}
-    after = {u.id for u in plan.unmet if u.constraint in ("capacity", "datacenter-affinity")}
-    logger.info("pop: re-solved %d reservation(s) around %d left short: %d short after", len(reqs), len(short),
-                len(after))  # fmt: skip
+    # as in the parts, ``auto`` first runs as lp-round (seconds); branch-and-bound only if that fixes nothing
+    methods = [Method.LP_ROUND, Method.AUTO] if st.method == Method.AUTO else [st.method]
+    for method in methods:
+        plan = solve(Problem(subregion(region, idx), reqs, replace(st, method=method), previous))
+        after = {u.id for u in plan.unmet if u.constraint in ("capacity", "datacenter-affinity")}
+        logger.info("pop: re-solved (%s) %d reservation(s) around %d left short: %d short after", method.value,
+                    len(reqs), len(short), len(after))  # fmt: skip
+        if len(after) < len(before):
+            break
     if len(after) >= len(before):  # no better than before: keep what we had
         return 0
     ent_of = {n: i for i, n in enumerate(names)}
