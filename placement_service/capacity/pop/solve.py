@@ -51,7 +51,7 @@ class PopOptions:
 # POP only loses quality; above it, the fewest parts (a power of two, at least 2) of at most
 # AUTO_PART_SERVERS servers each, and at most AUTO_MAX_K (the loss from partitioning grows with k)
 AUTO_MIN_SERVERS = 20_000
-AUTO_PART_SERVERS = 25_000
+AUTO_PART_SERVERS = 12_500
 AUTO_MAX_K = 16
 
 

@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
     g.add_argument("--pop-k", type=_pop_k, default="auto", metavar="K|auto",
                    help="split the region into K sub-problems solved in parallel on Dask, then coalesce and "
                         "repair; 1 = one full solve; auto (the default): 1 below 20,000 available servers, "
-                        "else the fewest (>= 2, a power of two, <= 16) of <= 25,000 servers each, the choice "
+                        "else the fewest (>= 2, a power of two, <= 16) of <= 12,500 servers each, the choice "
                         "and its reason printed")  # fmt: skip
     g.add_argument("--pop-split-threshold", type=float, default=0.0, metavar="T",
                    help="extra virtual reservations from halving the largest, as a fraction of the number of "
