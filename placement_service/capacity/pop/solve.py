@@ -2,8 +2,9 @@
 
 The sub-problems' method: ``Method.AUTO`` (the default) runs as ``Method.LP_ROUND`` inside a part (LP,
 rounding, repair; no branch-and-bound). Measured on the 100k region (docs/bench/pop.md),
-branch-and-bound in the parts cost 2.5-8x the time for < 0.1% better plans, and a part cut off by
-its clock makes the plan depend on machine load. ``mip`` and ``greedy`` are passed through as given.
+branch-and-bound in the parts cost 4-7x the time for at most 0.4% better plans (k = 2: worse), and
+a part cut off by its clock makes the plan depend on machine load. ``mip`` and ``greedy`` are passed
+through as given.
 
 ``auto_k``: how many parts when none is given (the rule and its reason are printed by the CLI).
 """
