@@ -344,14 +344,18 @@ def coalesce_ras(
     _trim_buffers(agg, y)
     apply_counts(region, agg, entity, y0, y)
     short = violators(agg, y, st.affinity_tolerance)
-    fixed = 0
-    if len(short):
-        fixed = _resolve_violators(problem, parted, agg, entity, short)
+    n_short, fixed = len(short), 0
+    # as in the parts, ``auto`` first runs as lp-round (seconds), then branch-and-bound for what is left
+    for method in [Method.LP_ROUND, Method.AUTO] if st.method == Method.AUTO else [st.method]:
+        if not len(short):
+            break
+        fixed += _resolve_violators(problem, parted, agg, entity, short, method)
         y = counts_of(agg, region, entity)
+        short = violators(agg, y, st.affinity_tolerance)
     names = agg.entity_names
     assignment = {s: (names[e] if e >= 0 else None) for s, e in zip(region.server, entity, strict=True)}
     info = {"phase": "pop-coalesce-repair", "wall_s": time.monotonic() - t0,
-            "servers_changed_by_repair": int(np.abs(y - y0).sum()), "reservations_resolved": len(short),
+            "servers_changed_by_repair": int(np.abs(y - y0).sum()), "reservations_resolved": n_short,
             "reservations_fixed_by_resolve": fixed}  # fmt: skip
     return assignment, agg, y, info
 
@@ -376,10 +380,12 @@ def violators(agg: Aggregate, y: np.ndarray, theta: float) -> np.ndarray:
 
 
 def _resolve_violators(problem: Problem, parted: Partitioned, agg: Aggregate, entity: np.ndarray,
-                       short: np.ndarray) -> int:  # fmt: skip
+                       short: np.ndarray, method: Method) -> int:  # fmt: skip
     """Second global repair: what the greedy repair could not fix (a datacenter share just outside its
-    tolerance, a request short where no single server helps) is solved again by the RAS model itself,
-    on the violating reservations' servers plus every unassigned server, their servers as previous."""
+    tolerance, a request short where no single server helps) is solved again by the RAS model itself
+    (with ``method``), on the violating reservations' servers plus every unassigned server, their
+    servers as previous. ``entity`` changes only when fewer reservations are left short; returns how
+    many fewer."""
     from placement_service.capacity.ras.solve import solve
 
     region = problem.region
@@ -401,15 +407,10 @@ def _resolve_violators(problem: Problem, parted: Partitioned, agg: Aggregate, en
     st = replace(problem.settings, time_limit_s=min(60.0, problem.settings.time_limit_s), random_failure_buffer=0.0,
                  fix_satisfied=False)  # fmt: skip
     before = {names[int(r)] for r in short}
-    # as in the parts, ``auto`` first runs as lp-round (seconds); branch-and-bound only if that fixes nothing
-    methods = [Method.LP_ROUND, Method.AUTO] if st.method == Method.AUTO else [st.method]
-    for method in methods:
-        plan = solve(Problem(subregion(region, idx), reqs, replace(st, method=method), previous))
-        after = {u.id for u in plan.unmet if u.constraint in ("capacity", "datacenter-affinity")}
-        logger.info("pop: re-solved (%s) %d reservation(s) around %d left short: %d short after", method.value,
-                    len(reqs), len(short), len(after))  # fmt: skip
-        if len(after) < len(before):
-            break
+    plan = solve(Problem(subregion(region, idx), reqs, replace(st, method=method), previous))
+    after = {u.id for u in plan.unmet if u.constraint in ("capacity", "datacenter-affinity")}
+    logger.info("pop: re-solved (%s) %d reservation(s) around %d left short: %d short after", method.value,
+                len(reqs), len(short), len(after))  # fmt: skip
     if len(after) >= len(before):  # no better than before: keep what we had
         return 0
     ent_of = {n: i for i, n in enumerate(names)}
