@@ -80,3 +80,19 @@ def test_cli_predict_writes_every_service_and_names_bad_counts(model_doc: dict, 
     rc = main(["flux", "predict", "--model", str(tmp_path / "model.json"), "--counts", str(tmp_path / "bad.json")])
     err = capsys.readouterr().err
     assert rc == 2 and "product 'p0'" in err and "non-negative" in err and "Traceback" not in err
+
+
+def test_a_service_whose_model_loses_to_its_baseline_on_held_out_windows_uses_the_baseline_and_says_so() -> None:
+    """``flat`` is called by every p0 trace but its CPU does not follow the traffic (30 m +/- noise)."""
+    base = fixture_observations()
+    rng = np.random.default_rng(9)
+    m = len(base.minutes)
+    calls = np.concatenate([base.demand["calls"], base.demand["calls"][:1]])  # flat: called like front
+    cpu = np.vstack([base.cpu, 30 + rng.normal(0, 0.5, m)])
+    obs = Observations((*base.services, "flat"), base.products, base.minutes,
+                       {"calls": calls, "span_time": calls * 1e6}, base.traces, cpu)  # fmt: skip
+    doc = FitResult(obs, ServiceModel(peak_minutes=5).fit(obs), {}, "fixture").model_doc()
+    flat = doc["prediction"]["flat"]
+    assert flat["predictor"] == "baseline" and "held-out error" in flat["predictor_reason"]
+    out = {p.service: p for p in predict(load_predictor(doc), {"p0": 80.0, "p1": 60.0}).services}
+    assert out["flat"].cpu_mcores == pytest.approx(30.0, abs=1.0) and out["front"].predictor == "model"
