@@ -7,6 +7,15 @@ windows under each demand metric, and the error on held-out windows of the kept 
 constant predictor (the peak-window CPU). Prints the Markdown table.
 
     nice -n 10 .venv/bin/python benchmarks/bench_flux_model.py --out-dir docs/figures/flux
+    nice -n 10 .venv/bin/python benchmarks/bench_flux_model.py --next-day DIR   # held-out next day
+
+``--next-day DIR``: the next day's trace directory (Nezha ``rca_data/2023-01-30``, same layout; not
+in the shared data). Fits on the shared day, then per hour of the next day predicts each service's
+mean CPU from that hour's mean product traffic with ``flux predict`` (the predictor model.json names:
+the model, or the service's baseline), and compares against "yesterday, same hour" (the fitted day's
+mean CPU in that hour, the nearest fitted hour where the day has none) and "constant" (the fitted
+day's mean CPU over its training windows). Error per service = sum_h |prediction - actual| / sum_h
+actual over the next day's hours.
 """
 
 from __future__ import annotations
@@ -36,12 +45,73 @@ DATA = (
 )
 
 
+def next_day(fit_dir: str, day_dir: str, fault_minutes: int) -> None:
+    from datetime import UTC, datetime
+
+    from placement_service.capacity.flux.predict import load_predictor, predict
+    from placement_service.capacity.flux.traces_io import read_observations
+
+    res = fit_from_directory(fit_dir, fault_minutes=fault_minutes)
+    model = load_predictor(res.model_doc())
+    day, dropped = read_observations(day_dir, fault_minutes=fault_minutes)
+    fa = res.obs
+
+    def hour(ts: int) -> int:
+        return datetime.fromtimestamp(ts, UTC).hour
+
+    ha = np.array([hour(t) for t in fa.minutes])
+    hb = np.array([hour(t) for t in day.minutes])
+    hours = sorted(set(hb.tolist()))
+    fitted_hours = sorted(set(ha.tolist()))
+    rows = []
+    for s, name in enumerate(fa.services):
+        if name not in day.services:
+            continue
+        sd = day.services.index(name)
+        act, pred, yday = [], [], []
+        for h in hours:
+            w = hb == h
+            counts = {p: float(day.traces[i, w].mean()) for i, p in enumerate(day.products)}
+            act.append(float(day.cpu[sd, w].mean()))
+            pred.append(next(x.cpu_mcores for x in predict(model, counts).services if x.service == name))
+            hy = min(fitted_hours, key=lambda x: (abs(x - h), x))
+            yday.append(float(fa.cpu[s, ha == hy].mean()))
+        a = np.array(act)
+        const = np.full(len(hours), model.baseline_mcores[s])
+
+        def err(x: list[float] | np.ndarray, a: np.ndarray = a) -> float:
+            return float(np.abs(np.asarray(x) - a).sum() / max(a.sum(), 1e-9))
+
+        rows.append((name, model.predictor[s], err(pred), err(yday), err(const), float(a.mean()), min(pred)))
+    rows.sort(key=lambda r: -r[5])
+    print(f"fitted on {fit_dir} ({len(fa.minutes)} windows), next day {day_dir}: {len(day.minutes)} windows in "
+          f"hours {hours} (dropped {dropped}); fitted hours {fitted_hours}")  # fmt: skip
+    print("\n| service | next-day CPU (m) | predictor | error: flux predict | yesterday, same hour | constant |")
+    print("|---|---|---|---|---|---|")
+    for name, pr, e, y, c, m, _ in rows:
+        print(f"| {name} | {m:.1f} | {pr} | {e:.2f} | {y:.2f} | {c:.2f} |")
+    e = np.array([r[2] for r in rows])
+    y = np.array([r[3] for r in rows])
+    c = np.array([r[4] for r in rows])
+    mod = np.array([r[1] == "model" for r in rows])
+    print(f"\n{len(rows)} services ({int(mod.sum())} by the model, {int((~mod).sum())} by their baseline); median "
+          f"error: flux predict {np.median(e):.2f}, yesterday same hour {np.median(y):.2f}, constant "
+          f"{np.median(c):.2f}; mean {e.mean():.2f} / {y.mean():.2f} / {c.mean():.2f}")  # fmt: skip
+    print(f"model-predicted services: median {np.median(e[mod]):.2f} vs yesterday {np.median(y[mod]):.2f} vs "
+          f"constant {np.median(c[mod]):.2f}; better than yesterday for {int((e < y)[mod].sum())} of {int(mod.sum())}, "
+          f"than constant for {int((e < c)[mod].sum())}; services with CPU predicted 0 in some hour: {sum(1 for r in rows if r[6] <= 0 and r[5] > 0)}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--traces", default=str(DATA))
     ap.add_argument("--out-dir", default="docs/figures/flux")
     ap.add_argument("--fault-minutes", type=int, default=1)
+    ap.add_argument("--next-day", help="the next day's trace directory: validate `flux predict` on it")
     args = ap.parse_args(argv)
+    if args.next_day:
+        next_day(args.traces, args.next_day, args.fault_minutes)
+        return 0
     res = fit_from_directory(args.traces, fault_minutes=args.fault_minutes)
     rep = res.report_doc()
     rows = [r for r in rep["services"] if r["residual_train"]["calls"] is not None]

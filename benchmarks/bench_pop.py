@@ -5,6 +5,8 @@ same run through an external Dask cluster (docs/bench/pop.md, docs/figures/pop/)
     .venv/bin/python benchmarks/bench_pop.py --case million           # 1M servers, LocalCluster, peak memory
     .venv/bin/python benchmarks/bench_pop.py --case external          # 100k k=16: external cluster vs LocalCluster
     .venv/bin/python benchmarks/bench_pop.py --plot results.jsonl     # the k vs quality/time figure
+    .venv/bin/python benchmarks/bench_pop.py --case drift --servers 30000 --ks 4 8     # hardware drift,
+        # rare classes; full solve, then POP k on an external cluster (scheduler + 2 workers, processes)
 
 Every plan goes through the project's own checker (``ras/check.py``); the quality of every plan is
 stated against the full problem's LP bound (the LP relaxation of the aggregated model).
@@ -66,8 +68,8 @@ class PeakMemory:
         self._t.join()
 
 
-def case(n: int, n_res: int = 1000, seed: int = 1) -> Problem:
-    region = generate_region(n_servers=n, n_msbs=36, n_hardware=12, seed=seed)
+def case(n: int, n_res: int = 1000, seed: int = 1, drift: float = 0.0) -> Problem:
+    region = generate_region(n_servers=n, n_msbs=36, n_hardware=12, drift=drift, seed=seed)
     return Problem(region, generate_requests(region, n_reservations=n_res, fill=0.8, seed=seed), Settings())
 
 
@@ -93,6 +95,15 @@ def row(label: str, problem: Problem, plan: Plan, wall_s: float, bound: float, *
     if violations:
         print("  first violations:", violations[:3], file=sys.stderr)
     return out
+
+
+def phase_info(plan: Plan) -> dict[str, Any]:
+    """Where a POP run's time went: partition, coalesce + repair (and how many reservations the second
+    repair re-solved)."""
+    ph = {str(p.get("phase")): p for p in plan.solver.phases}
+    part, co = ph.get("pop-partition", {}), ph.get("pop-coalesce-repair", {})
+    return {"partition_s": round(float(part.get("wall_s", 0.0)), 1), "coalesce_repair_s": round(float(co.get("wall_s", 0.0)), 1),
+            "resolved": co.get("reservations_resolved"), "servers_changed_by_repair": co.get("servers_changed_by_repair")}  # fmt: skip
 
 
 def run_region(ks: list[int], full_time_limit_s: float, part_time_limit_s: float | None,
@@ -122,19 +133,105 @@ def run_region(ks: list[int], full_time_limit_s: float, part_time_limit_s: float
         row(f"pop-k{k}" + ("" if method == "auto" else f"-{method}"), problem, plan, wall, lp, k=k, method=method, vs_full=round(plan.solver.objective / full_obj - 1, 5),
             speedup=round(full_wall / wall, 2), split_clients=pop["split_clients"],
             part_wall_max_s=round(max(p["wall_s"] for p in pop["parts"]), 1),  # type: ignore[index,union-attr]
-            buffer_frac_lb=round(bb["frac_lb"], 5))  # fmt: skip
+            buffer_frac_lb=round(bb["frac_lb"], 5), **phase_info(plan))  # fmt: skip
 
 
-def run_million(k: int, part_time_limit_s: float | None) -> None:
+def run_million(k: int, part_time_limit_s: float | None, drift: float = 0.0) -> None:
     t0 = time.monotonic()
     with PeakMemory() as mem:
-        problem = case(1_000_000)
+        problem = case(1_000_000, drift=drift)
         t_gen = time.monotonic() - t0
         plan, pop = solve_pop(problem, PopOptions(k=k, part_time_limit_s=part_time_limit_s), progress=None)
         wall = time.monotonic() - t0
     lp = float(pop["full_lp_bound"]["lp_bound"]) if pop["full_lp_bound"] else float("nan")  # type: ignore[index]
-    row(f"million-pop-k{k}", problem, plan, wall, lp, k=k, generate_s=round(t_gen, 1),
+    row(f"million-pop-k{k}" + (f"-drift{drift:g}" if drift else ""), problem, plan, wall, lp, k=k,
+        generate_s=round(t_gen, 1), drift=drift,
         peak_rss_gib=round(mem.peak / 2**30, 2), complete=pop["complete"])  # fmt: skip
+
+
+class ExternalCluster:
+    """``dask scheduler`` and ``n`` single-thread ``dask worker`` processes on 127.0.0.1 (what
+    ``--dask-scheduler`` connects to), stopped on exit."""
+
+    def __init__(self, n_workers: int = 2) -> None:
+        self.n_workers = n_workers
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.address = ""
+        self._file = Path(f"/tmp/bench-pop-sched-{os.getpid()}.json")
+
+    def __enter__(self) -> ExternalCluster:
+        bin_dir = Path(sys.executable).parent
+        self.procs.append(subprocess.Popen(
+            [str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(self._file)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        for _ in range(150):
+            if self._file.exists() and self._file.read_text().strip():
+                break
+            time.sleep(0.2)
+        self.address = json.loads(self._file.read_text())["address"]
+        for _ in range(self.n_workers):
+            self.procs.append(subprocess.Popen(
+                [str(bin_dir / "dask"), "worker", self.address, "--nthreads", "1", "--nworkers", "1",
+                 "--no-dashboard", "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        from distributed import Client
+
+        with Client(self.address, timeout=60) as c:
+            c.wait_for_workers(self.n_workers, timeout=120)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in reversed(self.procs):
+            p.terminate()
+            p.wait(timeout=30)
+        self._file.unlink(missing_ok=True)
+
+
+def drift_case(n: int, drift: float, seed: int) -> Problem:
+    """The issue's realistic region at 30k (16 MSBs, 6 hardware types, 240 requests at 70%); from 100k
+    on the RAS benchmark's layout (36 MSBs, 12 types, 1,000 requests at 80%); both with drift."""
+    if n < 100_000:
+        region = generate_region(n_servers=n, n_msbs=16, n_hardware=6, drift=drift, seed=seed)
+        return Problem(region, generate_requests(region, n_reservations=240, fill=0.7, seed=seed), Settings())
+    region = generate_region(n_servers=n, n_msbs=36, n_hardware=12, drift=drift, seed=seed)
+    return Problem(region, generate_requests(region, n_reservations=1000, fill=0.8, seed=seed), Settings())
+
+
+def run_drift(n: int, drift: float, ks: list[int], full_time_limit_s: float, seed: int, full: bool) -> None:
+    """Full solve and POP k (default method, external cluster) side by side on a drifted region."""
+    import numpy as np
+
+    from placement_service.capacity.pop.ras_pop import class_key
+    from placement_service.capacity.pop.solve import auto_k
+
+    t0 = time.monotonic()
+    problem = drift_case(n, drift, seed)
+    key = class_key(problem.region)[problem.region.available]
+    _, sizes = np.unique(key, return_counts=True)
+    print(json.dumps({"case": f"drift-{n}", "generate_s": round(time.monotonic() - t0, 1), "classes": len(sizes),
+                      "classes_of_1_3_servers": int((sizes <= 3).sum()), "smallest_class": int(sizes.min()),
+                      "auto_k": auto_k(problem.region), "load": load()}), flush=True)  # fmt: skip
+    full_wall = lp = full_obj = float("nan")
+    if full:
+        st = Settings(time_limit_s=full_time_limit_s)
+        t0 = time.monotonic()
+        plan = solve(Problem(problem.region, problem.requests, st))
+        full_wall = time.monotonic() - t0
+        full_obj, lp = plan.solver.objective, plan.solver.lp_bound
+        first = next((p for p in plan.solver.phases if p.get("phase") == "lp-round-repair"), {})
+        row(f"drift-{n}-full", problem, plan, full_wall, lp, time_limit_s=full_time_limit_s,
+            first_plan_objective=first.get("objective"), first_plan_wall_s=first.get("wall_s"))  # fmt: skip
+    with ExternalCluster(2) as cl:
+        for k in ks:
+            t0 = time.monotonic()
+            plan, pop = solve_pop(problem, PopOptions(k=k, seed=seed, scheduler=cl.address), progress=None)
+            wall = time.monotonic() - t0
+            bound = float(pop["full_lp_bound"]["lp_bound"]) if pop["full_lp_bound"] else lp  # type: ignore[index]
+            row(f"drift-{n}-pop-k{k}-external", problem, plan, wall, bound, k=k, method="auto (parts: lp-round)",
+                vs_full=round(plan.solver.objective / full_obj - 1, 5), speedup=round(full_wall / wall, 2),
+                complete=pop["complete"], split_clients=pop["split_clients"],
+                part_wall_max_s=round(max(p["wall_s"] for p in pop["parts"]), 1),  # type: ignore[index,union-attr]
+                **phase_info(plan))  # fmt: skip
 
 
 def run_external(k: int, part_time_limit_s: float, method: str) -> None:
@@ -219,11 +316,16 @@ def plot(path: str, out: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--case", nargs="+", default=["region"], choices=["region", "million", "external"])
+    ap.add_argument("--case", nargs="+", default=["region"], choices=["region", "million", "external", "drift"])
+    ap.add_argument("--servers", type=int, nargs="+", default=[30_000], help="drift: region sizes")
+    ap.add_argument("--drift", type=float, default=0.1, help="drift: probability per (MSB, out-of-band generation)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-full", action="store_true", help="drift: skip the full solve")
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 4, 8, 16])
     ap.add_argument("--full-time-limit-s", type=float, default=600)
     ap.add_argument("--part-time-limit-s", type=float, default=None)
     ap.add_argument("--million-k", type=int, default=16)
+    ap.add_argument("--million-drift", type=float, default=0.0, help="million: hardware drift (0: none)")
     ap.add_argument("--external-method", default="auto", choices=["auto", "lp-round"])
     ap.add_argument("--method", default="auto", choices=["auto", "lp-round"], help="region: the sub-problems' method")
     ap.add_argument("--full-from", help="reuse the full solve's row from an earlier results file (same instance)")
@@ -238,9 +340,12 @@ def main() -> None:
         if c == "region":
             run_region(args.ks, args.full_time_limit_s, args.part_time_limit_s, args.full_from, args.method)
         elif c == "million":
-            run_million(args.million_k, args.part_time_limit_s)
+            run_million(args.million_k, args.part_time_limit_s, args.million_drift)
         elif c == "external":
             run_external(16, args.part_time_limit_s or 4.0, args.external_method)
+        elif c == "drift":
+            for n in args.servers:
+                run_drift(n, args.drift, args.ks, args.full_time_limit_s, args.seed, not args.no_full)
 
 
 if __name__ == "__main__":

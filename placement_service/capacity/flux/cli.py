@@ -1,4 +1,4 @@
-"""``harvest flux``: generate, model, plan, check, execute, ledger, to-ras."""
+"""``harvest flux``: generate, model, predict, plan, check, execute, ledger, to-ras."""
 
 from __future__ import annotations
 
@@ -58,6 +58,21 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True, help="model.json to write")
     p.add_argument("--report", help="also write the per-service report (residuals, held-out error) as JSON")
     p.set_defaults(func=_model)
+
+    p = sub.add_parser("predict", help="per-service CPU from product request counts with a fitted model",
+                       description="Per-service CPU (millicores) for given product traffic: equation 1 around "
+                                   "the training mean where the model beat its baseline on the held-out windows, "
+                                   "else the service's baseline (mean CPU over the training windows), stated per "
+                                   "service; see docs/flux.md.")  # fmt: skip
+    p.add_argument("--model", required=True, help="model.json from `harvest flux model`")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--counts", help="JSON {product: sampled traces per trace window}; products left out are "
+                                      "taken at their training mean")  # fmt: skip
+    src.add_argument("--traces", help="a trace directory (as for `flux model`): its mean traffic per window")
+    p.add_argument("--gateway", default="ts-gateway-service", help="gateway service name (with --traces)")
+    p.add_argument("--fault-minutes", type=int, default=1, help="with --traces: minutes left out after each fault")
+    p.add_argument("--out", help="also write the prediction as JSON")
+    p.set_defaults(func=_predict)
 
     p = sub.add_parser("plan", help="solve the joint capacity + traffic plan -> plan.json")
     p.add_argument("--inputs", help="directory with model.json, demand.json, supply.json")
@@ -129,6 +144,37 @@ def _model(args: argparse.Namespace) -> int:
     if args.report:
         write_json(args.report, result.report_doc())
     print(result.summary_text())
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from placement_service.capacity.flux import FluxError
+    from placement_service.capacity.flux.io import load_json, write_json
+    from placement_service.capacity.flux.predict import load_predictor, predict
+
+    model = load_predictor(load_json(args.model), args.model)
+    if args.counts:
+        counts = load_json(args.counts)
+        if not isinstance(counts, dict):
+            raise FluxError(f"{args.counts}: expected a JSON object {{product: traces per window}}")
+    else:
+        from placement_service.capacity.flux.traces_io import mean_traffic
+
+        counts = mean_traffic(args.traces, gateway=args.gateway, fault_minutes=args.fault_minutes)
+    result = predict(model, counts)
+    if args.out:
+        write_json(args.out, result.to_json())
+    print(f"{'service':34s} {'CPU (m)':>9s} predictor")
+    for sp in result.services:
+        print(f"{sp.service:34s} {sp.cpu_mcores:9.2f} {sp.predictor}" + ("" if sp.predictor == "model" else
+                                                                         f" ({sp.reason})"))  # fmt: skip
+    by_base = [sp.service for sp in result.services if sp.predictor == "baseline"]
+    print(f"{len(result.services)} services: {len(result.services) - len(by_base)} by the model, {len(by_base)} by "
+          f"their baseline (mean CPU over the training windows)")  # fmt: skip
+    if result.products_at_mean:
+        print(f"products not in the counts, taken at their training mean: {list(result.products_at_mean)}")
+    if result.ignored_products:
+        print(f"products the model does not know, ignored: {list(result.ignored_products)}", file=sys.stderr)
     return 0
 
 

@@ -18,6 +18,15 @@ Steps:
 6. Per service, keep the metric with the smaller aggregate training residual; report the held-out
    error (same formula over the held-out minutes) of the kept metric, the other metric, and of the
    constant predictor ``C[s]`` (what a model that ignores traffic would say).
+7. Prediction (``flux/predict.py``): the baseline of a service is its mean CPU over the training
+   minutes, ``B[s]`` (millicores), at the training mean traffic ``nbar[p]`` (traces per window);
+   ``calibration[s] = B[s] / sum_p alpha[s, p] nbar[p] / base[p]`` (``base`` = the peak-window mean
+   traffic the ``alpha`` are relative to), so that
+   ``c_hat[s](n) = calibration[s] * sum_p alpha[s, p] n[p] / base[p]`` equals ``B[s]`` at the
+   training traffic and follows the traffic mix around it (equation 1 around the mean day instead of
+   the peak, whose CPU is the highest of noisy minutes). The predictor per service is ``model`` when
+   that prediction's held-out error is below the baseline's ``B[s]``, else ``baseline`` (stated, with
+   the reason); a service no sampled trace reaches has no ``alpha`` and gets ``baseline``.
 """
 
 from __future__ import annotations
@@ -147,6 +156,12 @@ class ServiceModel:
     report_: list[dict[str, Any]] = field(default_factory=list)
     train_: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     peak_: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    baseline_traffic_: np.ndarray = field(default_factory=lambda: np.zeros(0))  # base[p], peak-window mean
+    mean_traffic_: np.ndarray = field(default_factory=lambda: np.zeros(0))  # nbar[p], training mean
+    baseline_mcores_: np.ndarray = field(default_factory=lambda: np.zeros(0))  # B[s]
+    calibration_: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    predictor_: tuple[str, ...] = ()  # "model" or "baseline" per service
+    predictor_reason_: tuple[str, ...] = ()
 
     def fit(self, obs: Observations) -> ServiceModel:
         S, P, M = len(obs.services), len(obs.products), len(obs.minutes)
@@ -203,7 +218,43 @@ class ServiceModel:
         self.metric_ = tuple(kept)
         self.capacity_ = cap
         self.train_, self.peak_ = train, peak
+        self._fit_predictor(obs, base_traffic, train, test)
         return self
+
+    def _fit_predictor(self, obs: Observations, base_traffic: np.ndarray, train: np.ndarray,
+                       test: np.ndarray) -> None:  # fmt: skip
+        """Step 7: baseline, calibration and the predictor per service (see the module docstring)."""
+        nbar = obs.traces[:, train].mean(axis=1)
+        base = np.where(base_traffic > 0, base_traffic, 1.0)
+        b = obs.cpu[:, train].mean(axis=1)
+        at_mean = self.alpha_ @ (nbar / base)
+        calib = np.where(at_mean > 0, b / np.where(at_mean > 0, at_mean, 1.0), 0.0)
+        pred = calib[:, None] * (self.alpha_ @ (obs.traces / base[:, None]))
+        err_model = _agg_err(obs.cpu[:, test], pred[:, test]) if test.any() else np.full(len(b), np.nan)
+        err_base = (_agg_err(obs.cpu[:, test], np.repeat(b[:, None], test.sum(), axis=1)) if test.any()
+                    else np.full(len(b), np.nan))  # fmt: skip
+        choice, reason = [], []
+        for s in range(len(b)):
+            if at_mean[s] <= 0:
+                choice.append("baseline")
+                reason.append("no attributed traffic in the training windows (no sampled trace reaches it, or "
+                              "none of its products ran): mean CPU over the training windows")  # fmt: skip
+            elif not np.isfinite(err_model[s]):
+                choice.append("model")
+                reason.append("no held-out windows to compare; equation 1 around the training mean")
+            elif err_model[s] < err_base[s]:
+                choice.append("model")
+                reason.append(f"held-out error {err_model[s]:.2f} < baseline's {err_base[s]:.2f}")
+            else:
+                choice.append("baseline")
+                reason.append(f"held-out error {err_model[s]:.2f} >= baseline's {err_base[s]:.2f}: "
+                              f"mean CPU over the training windows")  # fmt: skip
+            self.report_[s].update({"baseline_mcores": float(b[s]), "predictor": choice[-1],
+                                    "error_heldout_calibrated": _f(err_model[s]),
+                                    "error_heldout_baseline": _f(err_base[s])})  # fmt: skip
+        self.baseline_traffic_, self.mean_traffic_ = base_traffic, nbar
+        self.baseline_mcores_, self.calibration_ = b, calib
+        self.predictor_, self.predictor_reason_ = tuple(choice), tuple(reason)
 
 
 def _agg_err(actual: np.ndarray, pred: np.ndarray) -> np.ndarray:

@@ -253,7 +253,7 @@ class FitResult:
             ],
             "units": "millicores of CPU for all of a product's peak-window traffic",
             "source": self.source,
-        }  # fmt: skip
+        } | prediction_fields(o, m)  # fmt: skip
 
     def report_doc(self) -> dict[str, Any]:
         o, m = self.obs, self.model
@@ -264,7 +264,8 @@ class FitResult:
         rep = self.report_doc()
         lines = [f"{len(self.obs.services)} services, {len(self.obs.products)} products, {rep['minutes']} windows "
                  f"({rep['train_minutes']} train / {rep['heldout_minutes']} held out), dropped {self.dropped}",
-                 f"{'service':34s} {'metric':10s} {'resid calls':>11s} {'resid span':>10s} {'held-out':>9s} {'const':>7s}"]  # fmt: skip
+                 f"{'service':34s} {'metric':10s} {'resid calls':>11s} {'resid span':>10s} {'held-out':>9s} {'const':>7s} "
+                 f"predictor"]  # fmt: skip
         for r in rep["services"]:
 
             def f(v: Any) -> str:
@@ -272,21 +273,54 @@ class FitResult:
 
             lines.append(f"{r['service']:34s} {r['metric']:10s} {f(r['residual_train']['calls']):>11s} "
                          f"{f(r['residual_train']['span_time']):>10s} {f(r['error_heldout'][r['metric']]):>9s} "
-                         f"{f(r['error_heldout_constant']):>7s}")  # fmt: skip
+                         f"{f(r['error_heldout_constant']):>7s} {r['predictor']}")  # fmt: skip
+        n_base = sum(1 for r in rep["services"] if r["predictor"] == "baseline")
+        lines.append(f"predictor (flux predict): the model for {len(rep['services']) - n_base} services, the baseline "
+                     f"(mean CPU over the training windows) for {n_base}; reasons in model.json 'prediction'")  # fmt: skip
         return "\n".join(lines)
+
+
+def prediction_fields(o: Observations, m: ServiceModel) -> dict[str, Any]:
+    """What ``flux predict`` needs besides ``alpha``: the traffic the coefficients are relative to,
+    the training mean traffic, and per service its baseline, calibration and predictor (step 7)."""
+    per = {o.services[s]: {"baseline_mcores": float(m.baseline_mcores_[s]), "calibration": float(m.calibration_[s]),
+                           "predictor": m.predictor_[s], "predictor_reason": m.predictor_reason_[s]}
+           for s in range(len(o.services))}  # fmt: skip
+    return {
+        "traffic_unit": "sampled traces per trace window (about 60 s)",
+        "baseline_traffic": {o.products[p]: float(m.baseline_traffic_[p]) for p in range(len(o.products))},
+        "mean_traffic": {o.products[p]: float(m.mean_traffic_[p]) for p in range(len(o.products))},
+        "prediction": per,
+    }
 
 
 def fit_from_directory(directory: str | Path, *, gateway: str = "ts-gateway-service", holdout: float = 0.3,
                        peak_minutes: int = 10, fault_minutes: int = 1) -> FitResult:  # fmt: skip
+    d = Path(directory)
+    obs, dropped = read_observations(d, gateway=gateway, fault_minutes=fault_minutes)
+    model = ServiceModel(peak_minutes=peak_minutes, holdout=holdout).fit(obs)
+    logger.info("service model: %d services, %d products, metrics %s", len(obs.services), len(obs.products),
+                {m: model.metric_.count(m) for m in METRICS})  # fmt: skip
+    return FitResult(obs, model, dropped, str(d))
+
+
+def mean_traffic(directory: str | Path, *, gateway: str = "ts-gateway-service",
+                 fault_minutes: int = 1) -> dict[str, float]:  # fmt: skip
+    """Mean sampled traces per window of each product over a trace directory's clean windows (the
+    counts ``flux predict --traces`` predicts from)."""
+    obs = read_observations(directory, gateway=gateway, fault_minutes=fault_minutes)[0]
+    if not obs.minutes:
+        raise FluxError(f"{directory}: no window with traces and CPU outside the injected faults")
+    return {p: float(obs.traces[i].mean()) for i, p in enumerate(obs.products)}
+
+
+def read_observations(directory: str | Path, *, gateway: str = "ts-gateway-service",
+                      fault_minutes: int = 1) -> tuple[Observations, dict[str, int]]:  # fmt: skip
+    """A trace directory's per-window observations (attribution, demand, traffic, CPU)."""
     d = Path(directory)
     if not d.is_dir():
         raise FluxError(f"{d}: not a directory")
     cpu = read_cpu(d / "metric")
     faults = read_faults(d / "faults.json", fault_minutes)
     spans = read_spans(d / "trace", set(cpu))
-    products = attribute(spans, gateway)
-    obs, dropped = observations(spans, products, cpu, faults)
-    model = ServiceModel(peak_minutes=peak_minutes, holdout=holdout).fit(obs)
-    logger.info("service model: %d services, %d products, metrics %s", len(obs.services), len(obs.products),
-                {m: model.metric_.count(m) for m in METRICS})  # fmt: skip
-    return FitResult(obs, model, dropped, str(d))
+    return observations(spans, attribute(spans, gateway), cpu, faults)

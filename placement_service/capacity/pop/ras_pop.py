@@ -11,6 +11,11 @@ Partition (pure, seeded):
     every MSB with 1/k of each class: a reservation's previous servers go with it (to its pieces, in
     proportion to their shares) so that servers that need not move stay, and the class's other
     servers fill each part up to its ``class size / k`` (remainders spread in seeded order);
+  - a rare class (fewer servers than k: a few machines of an old generation left in one MSB) is not
+    split: its servers that a reservation held go with that reservation's pieces, the others stay
+    together in the part holding the fewest servers of their hardware type so far. Parts then differ
+    by a few servers of that class; the pieces' after-MSB-loss guarantee does not depend on every part
+    seeing every class, and the global repair below sees every server;
   - the shared buffer is split per hardware type: each part holds ``ceil(fraction * its servers)``.
 Coalesce: pieces' servers are summed back onto their reservation, then a global repair pass on the
 full aggregated problem (``ras.repair.round_and_repair`` from the coalesced counts: surplus from
@@ -31,7 +36,7 @@ import numpy as np
 from placement_service.capacity.pop.partition import PopError, partition, split_clients, split_resource
 from placement_service.capacity.ras import ras_model
 from placement_service.capacity.ras.aggregate import Aggregate, aggregate
-from placement_service.capacity.ras.domain import Problem, Region, Request, Settings, SolverReport
+from placement_service.capacity.ras.domain import Method, Problem, Region, Request, Settings, SolverReport
 from placement_service.capacity.ras.plan import Plan, build_plan
 from placement_service.capacity.ras.precheck import precheck
 from placement_service.capacity.ras.repair import round_and_repair
@@ -135,12 +140,12 @@ MIN_PIECE_SERVERS = 20.0  # pieces of fewer servers are not split further (affin
 def build_parts(problem: Problem, k: int, split_threshold: float = 0.0, seed: int = 0) -> Partitioned:
     """Partition ``problem`` into ``k`` sub-problems (see the module docstring)."""
     region = problem.region
-    limit, smallest = max_k(region)
     if k < 1:
         raise PopError(f"--pop-k must be >= 1, got {k}")
-    if k > limit:
-        raise PopError(f"--pop-k {k} is larger than the smallest equivalence class ({smallest}: {limit} available "
-                       f"servers) allows; every sub-problem must see every class, so k <= {limit}")  # fmt: skip
+    n_avail = int(region.available.sum())
+    if k > n_avail:
+        raise PopError(f"--pop-k {k} is larger than the region's {n_avail} available servers: every sub-problem "
+                       f"needs servers, so k <= {n_avail}")  # fmt: skip
     requests, pre_unmet = precheck(region, problem.requests, problem.settings)
     avail = region.available.astype(bool)
     n_dc = len(region.datacenter_names)
@@ -187,14 +192,29 @@ def build_parts(problem: Problem, k: int, split_threshold: float = 0.0, seed: in
             server_part[i] = part_of[js[j]]
             server_prev[int(i)] = virtual[js[j]].id
     rng = np.random.default_rng(seed + 1)
-    for c in np.unique(key[avail]):
+    n_hw = len(region.hardware_names)
+    hw_in_part = np.zeros((k, n_hw), dtype=np.int64)  # servers of each hardware type per part so far
+    classes, sizes = np.unique(key[avail], return_counts=True)
+    rare = classes[sizes < k]
+    for c in np.concatenate([classes[sizes >= k], rare]):  # common classes first: rare ones fill in after
         members = np.flatnonzero(avail & (key == c))
+        h = int(region.hardware[members[0]])
+        if c in rare:
+            # a rare class (fewer servers than parts) is not split: servers a reservation held go with
+            # its pieces (above), the others stay together in the part with the fewest of its hardware
+            rest = members[server_part[members] < 0]
+            if len(rest):
+                j = int(np.lexsort((rng.permutation(k), hw_in_part[:, h]))[0])
+                server_part[rest] = j
+            hw_in_part[:, h] += np.bincount(server_part[members], minlength=k)
+            continue
         target = split_resource(len(members), k, rng)
         placed = np.bincount(server_part[members][server_part[members] >= 0], minlength=k)
         rest = members[server_part[members] < 0]
         rest = rest[rng.permutation(len(rest))]
         deficit = np.maximum(0, target - placed).astype(float)
         if len(rest) == 0:
+            hw_in_part[:, h] += np.bincount(server_part[members], minlength=k)
             continue
         if deficit.sum() <= 0:
             deficit = np.ones(k)
@@ -203,6 +223,7 @@ def build_parts(problem: Problem, k: int, split_threshold: float = 0.0, seed: in
         for j in np.argsort(-frac, kind="stable")[: len(rest) - int(give.sum())]:
             give[j] += 1
         server_part[rest] = np.repeat(np.arange(k), give)
+        hw_in_part[:, h] += np.bincount(server_part[members], minlength=k)
     for s, e in problem.previous.items():  # shared-buffer servers keep their buffer within their part
         i = idx_of.get(s)
         if e is not None and i is not None and avail[i] and e not in rid_to_pieces and e.startswith("shared-buffer:"):
@@ -323,14 +344,18 @@ def coalesce_ras(
     _trim_buffers(agg, y)
     apply_counts(region, agg, entity, y0, y)
     short = violators(agg, y, st.affinity_tolerance)
-    fixed = 0
-    if len(short):
-        fixed = _resolve_violators(problem, parted, agg, entity, short)
+    n_short, fixed = len(short), 0
+    # as in the parts, ``auto`` first runs as lp-round (seconds), then branch-and-bound for what is left
+    for method in [Method.LP_ROUND, Method.AUTO] if st.method == Method.AUTO else [st.method]:
+        if not len(short):
+            break
+        fixed += _resolve_violators(problem, parted, agg, entity, short, method)
         y = counts_of(agg, region, entity)
+        short = violators(agg, y, st.affinity_tolerance)
     names = agg.entity_names
     assignment = {s: (names[e] if e >= 0 else None) for s, e in zip(region.server, entity, strict=True)}
     info = {"phase": "pop-coalesce-repair", "wall_s": time.monotonic() - t0,
-            "servers_changed_by_repair": int(np.abs(y - y0).sum()), "reservations_resolved": len(short),
+            "servers_changed_by_repair": int(np.abs(y - y0).sum()), "reservations_resolved": n_short,
             "reservations_fixed_by_resolve": fixed}  # fmt: skip
     return assignment, agg, y, info
 
@@ -355,10 +380,12 @@ def violators(agg: Aggregate, y: np.ndarray, theta: float) -> np.ndarray:
 
 
 def _resolve_violators(problem: Problem, parted: Partitioned, agg: Aggregate, entity: np.ndarray,
-                       short: np.ndarray) -> int:  # fmt: skip
+                       short: np.ndarray, method: Method) -> int:  # fmt: skip
     """Second global repair: what the greedy repair could not fix (a datacenter share just outside its
-    tolerance, a request short where no single server helps) is solved again by the RAS model itself,
-    on the violating reservations' servers plus every unassigned server, their servers as previous."""
+    tolerance, a request short where no single server helps) is solved again by the RAS model itself
+    (with ``method``), on the violating reservations' servers plus every unassigned server, their
+    servers as previous. ``entity`` changes only when fewer reservations are left short; returns how
+    many fewer."""
     from placement_service.capacity.ras.solve import solve
 
     region = problem.region
@@ -379,11 +406,11 @@ def _resolve_violators(problem: Problem, parted: Partitioned, agg: Aggregate, en
     previous = {region.server[i]: names[entity[i]] for i in idx if entity[i] >= 0}
     st = replace(problem.settings, time_limit_s=min(60.0, problem.settings.time_limit_s), random_failure_buffer=0.0,
                  fix_satisfied=False)  # fmt: skip
-    plan = solve(Problem(subregion(region, idx), reqs, st, previous))
     before = {names[int(r)] for r in short}
+    plan = solve(Problem(subregion(region, idx), reqs, replace(st, method=method), previous))
     after = {u.id for u in plan.unmet if u.constraint in ("capacity", "datacenter-affinity")}
-    logger.info("pop: re-solved %d reservation(s) around %d left short: %d short after", len(reqs), len(short),
-                len(after))  # fmt: skip
+    logger.info("pop: re-solved (%s) %d reservation(s) around %d left short: %d short after", method.value,
+                len(reqs), len(short), len(after))  # fmt: skip
     if len(after) >= len(before):  # no better than before: keep what we had
         return 0
     ent_of = {n: i for i, n in enumerate(names)}

@@ -1,4 +1,13 @@
-"""POP for RAS end to end: partition, sub-problems on Dask (or in this process), coalesce, bound."""
+"""POP for RAS end to end: partition, sub-problems on Dask (or in this process), coalesce, bound.
+
+The sub-problems' method: ``Method.AUTO`` (the default) runs as ``Method.LP_ROUND`` inside a part (LP,
+rounding, repair; no branch-and-bound). Measured on the 100k region (docs/bench/pop.md),
+branch-and-bound in the parts cost 4-7x the time for at most 0.4% better plans (k = 2: worse), and
+a part cut off by its clock makes the plan depend on machine load. ``mip`` and ``greedy`` are passed
+through as given.
+
+``auto_k``: how many parts when none is given (the rule and its reason are printed by the CLI).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +26,7 @@ from placement_service.capacity.pop.ras_pop import (
     full_lp_bound,
     solve_part,
 )
-from placement_service.capacity.ras.domain import Problem
+from placement_service.capacity.ras.domain import Method, Problem, Region, Settings
 from placement_service.capacity.ras.plan import Plan
 
 logger = logging.getLogger(__name__)
@@ -37,6 +46,34 @@ class PopOptions:
     connect_timeout_s: float = 10.0  # give up reaching ``scheduler`` after this
     bound: bool = True  # compute the full problem's LP bound (one more task)
     inline: bool = False  # solve the sub-problems one after another in this process (no Dask)
+
+
+# auto k: below AUTO_MIN_SERVERS available servers the full solve's LP + rounding takes seconds and
+# POP only loses quality; above it, the fewest parts (a power of two, at least 2) of at most
+# AUTO_PART_SERVERS servers each, and at most AUTO_MAX_K (the loss from partitioning grows with k)
+AUTO_MIN_SERVERS = 20_000
+AUTO_PART_SERVERS = 12_500
+AUTO_MAX_K = 16
+
+
+def auto_k(region: Region) -> tuple[int, str]:
+    """The number of sub-problems for ``region`` and the reason, in words (see the constants above)."""
+    n = int(region.available.sum())
+    if n < AUTO_MIN_SERVERS:
+        return 1, (f"{n:,} available servers (< {AUTO_MIN_SERVERS:,}): one full solve, its LP + rounding "
+                   f"takes seconds at this size and splitting would only lose quality")  # fmt: skip
+    k = 2
+    while k < AUTO_MAX_K and n / k > AUTO_PART_SERVERS:
+        k *= 2
+    rule = (f"at most {AUTO_PART_SERVERS:,} each, at least 2" if n / k <= AUTO_PART_SERVERS
+            else f"capped at {AUTO_MAX_K} parts, as the loss from partitioning grows with k")  # fmt: skip
+    return k, f"{n:,} available servers (>= {AUTO_MIN_SERVERS:,}): {k} sub-problems of about {n // k:,} servers ({rule})"
+
+
+def part_settings(st: Settings, time_limit_s: float) -> Settings:
+    """A sub-problem's settings: its share of the time; ``auto`` runs as ``lp-round`` (module docstring)."""
+    method = Method.LP_ROUND if st.method == Method.AUTO else st.method
+    return replace(st, time_limit_s=time_limit_s, method=method)
 
 
 def _progress(done: int, total: int, values: list[Any]) -> None:
@@ -59,7 +96,7 @@ def solve_pop(problem: Problem, opts: PopOptions,
     bound: dict[str, Any] | None = None
     if opts.inline:
         part_limit = opts.part_time_limit_s or st.time_limit_s / opts.k
-        sub_st = replace(st, time_limit_s=part_limit)
+        sub_st = part_settings(st, part_limit)
         for spec in parted.parts:
             results[spec.index] = solve_part(problem.region, spec, sub_st)
             if progress:
@@ -72,7 +109,7 @@ def solve_pop(problem: Problem, opts: PopOptions,
             n_workers = max(1, len(client.scheduler_info().get("workers", {})))
             waves = math.ceil(opts.k / n_workers)
             part_limit = opts.part_time_limit_s or st.time_limit_s / waves
-            sub_st = replace(st, time_limit_s=part_limit)
+            sub_st = part_settings(st, part_limit)
             timeout = opts.timeout_s or 3 * part_limit * waves + 60 + 0.001 * len(problem.region)
             # the bound may take as long as the whole run (it is computed beside the sub-problems)
             extra = [(full_lp_bound, (parted.requests, st, problem.previous, timeout))] if opts.bound else []

@@ -35,8 +35,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--buffer-bound", action="store_true", help="also compute the embedded-buffer lower bound")
     p.add_argument("--no-check", action="store_true", help="skip the independent check of the written plan")
     g = p.add_argument_group("POP (partitioned solve on Dask; see docs/pop.md)")
-    g.add_argument("--pop-k", type=int, help="split the region into K sub-problems solved in parallel on Dask, "
-                                             "then coalesce and repair (without it: one full solve)")  # fmt: skip
+    g.add_argument("--pop-k", type=_pop_k, default="auto", metavar="K|auto",
+                   help="split the region into K sub-problems solved in parallel on Dask, then coalesce and "
+                        "repair; 1 = one full solve; auto (the default): 1 below 20,000 available servers, "
+                        "else the fewest (>= 2, a power of two, <= 16) of <= 12,500 servers each, the choice "
+                        "and its reason printed")  # fmt: skip
     g.add_argument("--pop-split-threshold", type=float, default=0.0, metavar="T",
                    help="extra virtual reservations from halving the largest, as a fraction of the number of "
                         "reservations (default 0: only pieces too large for one sub-problem are split)")  # fmt: skip
@@ -65,6 +68,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--hardware", type=int, default=3, help="number of hardware types")
     p.add_argument("--datacenters", type=int, help="default: msbs // 4, 1..3")
     p.add_argument("--fill", type=finite_float, default=0.7, help="share of the region the requests (+ buffers) take")
+    p.add_argument("--drift", type=finite_float, default=0.0, metavar="P",
+                   help="hardware drift: each MSB also holds, with probability P per generation outside its band, "
+                        "1-3 servers of that generation (rare classes, as in real inventories; default 0)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", required=True)
     p.add_argument("--format", choices=["csv", "parquet"], default="csv")
@@ -113,6 +119,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reservations", required=True, help="R.json: {reservations: [...], settings: {...}}")
 
 
+def _pop_k(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {value!r}") from None
+
+
 def _solve(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -130,18 +145,24 @@ def _solve(args: argparse.Namespace) -> int:
     previous = io.read_assignment(args.previous, region) if args.previous else {}
     problem = Problem(region, requests, settings, previous)
     pop: dict[str, Any] | None = None
-    if args.pop_k is not None:
+    pop_k = args.pop_k
+    if pop_k == "auto":
+        from placement_service.capacity.pop.solve import auto_k
+
+        pop_k, why = auto_k(region)
+        print(f"--pop-k auto: {pop_k} ({why})", file=sys.stderr)
+    if pop_k != 1:
         from placement_service.capacity.pop.solve import PopOptions, solve_pop
 
         if args.workers is not None and args.workers < 1:
             from placement_service.capacity import CapacityError
 
             raise CapacityError(f"--workers must be >= 1, got {args.workers}")
-        print(f"solving {len(region)} servers, {len(requests)} requests with POP k={args.pop_k} on "
+        print(f"solving {len(region)} servers, {len(requests)} requests with POP k={pop_k} on "
               f"{args.dask_scheduler or 'a LocalCluster'} (time limit {settings.time_limit_s:g} s)",
               file=sys.stderr)  # fmt: skip
         plan, pop = solve_pop(problem, PopOptions(
-            k=args.pop_k, split_threshold=args.pop_split_threshold, seed=args.pop_seed,
+            k=pop_k, split_threshold=args.pop_split_threshold, seed=args.pop_seed,
             scheduler=args.dask_scheduler, workers=args.workers,
             connect_timeout_s=args.dask_timeout_s, part_time_limit_s=args.pop_part_time_limit_s,
         ))  # fmt: skip
@@ -236,8 +257,12 @@ def _generate(args: argparse.Namespace) -> int:
     from placement_service.capacity.ras import io
     from placement_service.capacity.ras.generate import generate_region, generate_requests
 
+    if not 0.0 <= args.drift <= 1.0:
+        from placement_service.capacity import CapacityError
+
+        raise CapacityError(f"--drift must be within [0, 1] (a probability), got {args.drift:g}")
     region = generate_region(n_servers=args.servers, n_msbs=args.msbs, n_hardware=args.hardware,
-                             n_datacenters=args.datacenters, seed=args.seed)  # fmt: skip
+                             n_datacenters=args.datacenters, drift=args.drift, seed=args.seed)  # fmt: skip
     requests = generate_requests(region, n_reservations=args.reservations, fill=args.fill, seed=args.seed)
     out = Path(args.out_dir)
     inv = out / f"inventory.{args.format}"

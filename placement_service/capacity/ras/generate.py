@@ -7,6 +7,12 @@ is heterogeneous across MSBs the way installations happen over time: hardware ge
 ``center_k = k * n_hardware / n_msbs``, so each type lives in a band of MSBs and the region-wide
 buffer lower bound sits above the perfectly spread ``1 / n_msbs``.
 
+Hardware drift (``drift`` > 0): real MSBs also keep a few servers of generations outside their
+band (old machines left behind after a refresh, an early batch of a new one). Each (MSB, generation
+outside the MSB's band) pair gets, with probability ``drift``, 1-3 servers of that generation (taken
+from the MSB's own servers), so the region has rare equivalence classes (hardware x datacenter x MSB
+of 1-3 servers). Drawn from a stream of its own: ``drift = 0`` gives the region it always gave.
+
 Requests: sizes log-uniform from ``min_servers`` to ``max_servers`` (servers), scaled so that the
 requests plus their estimated buffers fill at most ``fill`` of each hardware type; each may use 1-3 adjacent generations
 (many are satisfiable by several types); half count servers (RRU 1 per server), half value newer
@@ -34,8 +40,11 @@ def generate_region(
     n_datacenters: int | None = None,
     servers_per_rack: int = 40,
     unavailable_frac: float = 0.005,
+    drift: float = 0.0,
     seed: int = 0,
 ) -> Region:
+    if not 0.0 <= drift <= 1.0:
+        raise ValueError(f"drift must be within [0, 1], got {drift}")
     rng = np.random.default_rng(seed)
     n_dc = n_datacenters or max(1, min(3, n_msbs // 4))
     msb = np.sort(rng.integers(0, n_msbs, n_servers))
@@ -48,6 +57,8 @@ def generate_region(
             types = np.array([min(n_hardware - 1, max(0, round(center)))])
         idx = np.flatnonzero(msb == k)
         hw[idx] = types[rng.integers(0, len(types), len(idx))]
+    if drift > 0:
+        _drift(hw, msb, n_msbs, n_hardware, window, drift, np.random.default_rng([seed, 41]))
     dc = (msb * n_dc) // n_msbs
     rack = np.empty(n_servers, dtype=np.int64)
     rack_names: list[str] = []
@@ -75,6 +86,20 @@ def generate_region(
             "storage_gb": tuple(float(2000 + 500 * (g % 3)) for g in hw),
         },
     )
+
+
+def _drift(hw: np.ndarray, msb: np.ndarray, n_msbs: int, n_hardware: int, window: float, drift: float,
+           rng: np.random.Generator) -> None:
+    """Hardware drift, in place: 1-3 servers of an out-of-band generation in an MSB, with probability
+    ``drift`` per (MSB, out-of-band generation) pair (see the module docstring)."""
+    for k in range(n_msbs):
+        center = (k + 0.5) * n_hardware / n_msbs - 0.5
+        idx = np.flatnonzero(msb == k)
+        for g in range(n_hardware):
+            if abs(g - center) <= window or rng.random() >= drift or len(idx) < 8:
+                continue
+            take = rng.choice(idx, int(rng.integers(1, 4)), replace=False)
+            hw[take] = g
 
 
 def generate_requests(
@@ -114,7 +139,17 @@ def generate_requests(
         sizes = sizes * np.clip(fill / np.maximum(worst, 1e-9), 0.5, 2.0) ** 0.5
     sizes = sizes * min(1.0, fill / float(load(sizes).max()))
     sizes = np.maximum(min_servers, sizes)
-    dc_of_hw = [sorted(set(region.datacenter[region.hardware == g].tolist())) for g in range(n_hw)]
+    # datacenters a type's affinity may name: those holding an MSB with a real share of the type (more
+    # than 3 servers, or an eighth of its mean per MSB); a few drifted machines are no capacity to ask an
+    # affinity share of
+    n_msb = len(region.msb_names)
+    per_msb = np.bincount(region.hardware.astype(np.int64) * n_msb + region.msb, minlength=n_hw * n_msb)
+    per_msb = per_msb.reshape(n_hw, n_msb)
+    mean = per_msb.sum(axis=1) / np.maximum(1, (per_msb > 0).sum(axis=1))
+    real = (per_msb > 3) | (per_msb >= mean[:, None] / 8)
+    msb_dc = np.zeros(n_msb, dtype=np.int64)
+    msb_dc[region.msb] = region.datacenter
+    dc_of_hw = [sorted({int(msb_dc[m]) for m in np.flatnonzero(real[g] & (per_msb[g] > 0))}) for g in range(n_hw)]
     out = []
     for r in range(n_reservations):
         gens = list(range(first[r], min(n_hw, first[r] + width[r])))

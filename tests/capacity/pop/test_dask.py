@@ -179,7 +179,8 @@ def test_unreachable_scheduler_is_a_one_line_error(tmp_path: Path, dask_problem:
     assert rc == 2 and "Traceback" not in err and not (tmp_path / "A.json").exists()
     line = [x for x in err.splitlines() if "error:" in x]
     assert line and addr in line[0] and "cannot reach the scheduler" in line[0]
-    for bad, msg in ((["--pop-k", "0"], "must be >= 1"), (["--pop-k", "100000"], "smallest equivalence class")):
+    for bad, msg in ((["--pop-k", "0"], "must be >= 1"), (["--pop-k", "100000"], "available servers"),
+                     (["--pop-k", "many"], "expected a whole number or 'auto'")):
         rc = main(["ras", "solve", "--inventory", str(inv), "--reservations", str(res), *bad, "--workers", "1",
                    "--out", str(tmp_path / "B.json")])  # fmt: skip
         err = capsys.readouterr().err
