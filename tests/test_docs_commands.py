@@ -2,7 +2,7 @@
 
 A command is a line in a fenced code block that starts with ``harvest``, ``python -m
 benchmarks.<name>`` or ``python benchmarks/<name>.py`` (continued over lines ending in a backslash). Optional parts in brackets are
-taken in (``[--a | --b]`` as ``--a``), ``a|b`` alternatives as their first word, ``...`` dropped, and
+taken in (``[--a | --b]`` as ``--a``, a required ``(--a | --b)`` too), ``a|b`` alternatives as their first word, ``...`` dropped, and
 the line is cut at a comment, a pipe or a redirect. The words are then parsed by the very parser the
 command uses (``harvest``'s own, or the benchmark's argparse parser stopped before it runs), so a
 doc cannot name a flag, a sub-command or a value the CLI no longer takes.
@@ -61,6 +61,8 @@ def words(command: str) -> list[str]:
     text = re.sub(r"\s&\s*$", " ", command)  # started in the background
     while re.search(r"\[[^\[\]]*\]", text):  # optional parts taken in, innermost first, first alternative
         text = re.sub(r"\[([^\[\]]*)\]", lambda m: " " + re.split(r"\s\|\s", m.group(1))[0] + " ", text)
+    while re.search(r"\(([^()]*\s\|\s[^()]*)\)", text):  # a required choice (a | b): the first
+        text = re.sub(r"\(([^()]*\s\|\s[^()]*)\)", lambda m: " " + re.split(r"\s\|\s", m.group(1))[0] + " ", text)
     text = re.split(r"\s(?:\||>|2>|&&|;)\s", text + " ")[0]
     out: list[str] = []
     for word in shlex.split(text, comments=True):
