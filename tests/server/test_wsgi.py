@@ -209,7 +209,7 @@ def test_silent_sockets_give_way_to_new_clients_at_the_connection_cap(tmp_path: 
             s.send(b"GET /heal")  # half-open: part of a request line, then nothing
         time.sleep(1.5)  # older than wsgi.EVICT_AFTER_S
         for _ in range(5):
-            status, doc = _raw_request(srv.http, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            status, doc = _raw_request(srv.http, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             assert status == 200, doc
         assert srv.metric("harvest_http_connections_evicted") >= 1
     finally:
