@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # Packages whose code is linted and type-checked by `make test`.
 CORE   := agent placement_service scheduler_plugin
 
-.PHONY: demo test lint typecheck pytest protos bench dist clean hadoop
+.PHONY: demo test lint typecheck pytest hadoop-tier protos bench dist clean hadoop
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (found %s); set PYTHON=python3.11" % sys.version.split()[0])'
@@ -33,10 +33,15 @@ HADOOP_TOOLS := $(shell command -v java >/dev/null 2>&1 && command -v javac >/de
 hadoop: $(STAMP)
 	$(BIN)/python -m scheduler_plugin.testbed.versions
 
-pytest: $(STAMP) $(if $(HADOOP_TOOLS),hadoop)
-	$(BIN)/pytest -q
+# The Python suite, in two processes (pytest-xdist; the tests are independent), then the real-Hadoop
+# tier alone (its clusters need the machine's cores to themselves).
+pytest: $(STAMP)
+	$(BIN)/pytest -q -n 2 --ignore=tests/hadoop
 
-test: lint typecheck pytest
+hadoop-tier: $(STAMP) $(if $(HADOOP_TOOLS),hadoop)
+	$(BIN)/pytest -q tests/hadoop
+
+test: lint typecheck pytest hadoop-tier
 
 # The release artifacts (wheel and sdist) into dist/; CI builds them after the tests.
 dist: $(STAMP)
