@@ -47,7 +47,7 @@ class _Dying:
 class ActResult:
     signalled: tuple[str, ...] = ()  # containers sent SIGTERM this tick
     already_gone: tuple[str, ...] = ()  # chosen, but every process had exited by itself
-    remote: tuple[str, ...] = ()  # no local process: asked YARN to kill them
+    remote: tuple[str, ...] = ()  # no local process: asked YARN to kill them (counted as kills too)
     escalated: tuple[str, ...] = ()  # SIGKILL after the grace period
     reclaimed: tuple[str, ...] = ()  # left to the RM's over-commit preemption this tick
     fallback: tuple[str, ...] = ()  # the RM did not kill in time (or failed): killed locally
@@ -195,11 +195,24 @@ class Executor:
         if kill.container_id in signalled:
             self._killed[kill.container_id] = self._clock() + self.kill_memory_s
             self.metrics.inc("kills_total")
+        self._log_kill(kill, decision, "local-kill", exited_by_itself=kill.container_id in gone)
+
+    def _kill_remotely(self, kill: Kill, decision: Decision, remote: list[str]) -> None:
+        """No local process to signal: ask the RM to kill the container (``yarn container -signal`` on
+        3.2). A kill like the others: counted, listed in ``kill_log`` and reported by the loop."""
+        assert self.yarn is not None
+        self.yarn.remote_kill(kill.container_id)
+        self._killed[kill.container_id] = self._clock() + self.kill_memory_s
+        self.metrics.inc("kills_total")
+        self._log_kill(kill, decision, "rm-signal")
+        remote.append(kill.container_id)
+
+    def _log_kill(self, kill: Kill, decision: Decision, path: str, *, exited_by_itself: bool = False) -> None:
         self.kill_log.append({"container": kill.container_id, "at": decision.timestamp, "reason": kill.reason,
-                              "exited_by_itself": kill.container_id in gone, "path": "local-kill"})
+                              "exited_by_itself": exited_by_itself, "path": path})
         del self.kill_log[:-20]
 
-    def _follow_reclaims(self, decision: Decision, signalled: list[str], gone: list[str],
+    def _follow_reclaims(self, decision: Decision, signalled: list[str], gone: list[str], remote: list[str],
                          listed: Mapping[str, tuple[float, float]] | None) -> list[str]:
         """Forget reclaims the RM carried out; kill locally what it did not in time (or could not).
 
@@ -237,8 +250,7 @@ class Executor:
                 if procs:
                     self._kill_locally(entry.kill, decision, signalled, gone)
                 elif self.yarn is not None:  # no local process to kill: ask the RM for this one
-                    self.yarn.remote_kill(cid)
-                    self._killed[cid] = now + self.kill_memory_s
+                    self._kill_remotely(entry.kill, decision, remote)
                 fallback.append(cid)
         return fallback
 
@@ -257,7 +269,7 @@ class Executor:
         signalled: list[str] = []
         gone: list[str] = []
         remote: list[str] = []
-        fallback = self._follow_reclaims(decision, signalled, gone, listed)
+        fallback = self._follow_reclaims(decision, signalled, gone, remote, listed)
         local = decision.kills if plan is None or self.yarn is None else plan.local
         reclaimed = []
         if plan is not None and self.yarn is not None and plan.via_rm:
@@ -276,9 +288,7 @@ class Executor:
         for kill in local:
             if not kill.processes:
                 if self.yarn is not None and kill.container_id not in self._killed:
-                    self.yarn.remote_kill(kill.container_id)
-                    self._killed[kill.container_id] = self._clock() + self.kill_memory_s
-                    remote.append(kill.container_id)
+                    self._kill_remotely(kill, decision, remote)
                 continue
             self._kill_locally(kill, decision, signalled, gone)
         escalated = self.killer.poll()

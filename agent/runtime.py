@@ -167,6 +167,9 @@ class Agent:
         for cid in act.signalled:
             logger.warning("killed container %s: %s", cid,
                            reasons.get(cid, "the ResourceManager did not preempt it in time"))
+        for cid in act.remote:
+            logger.warning("killed container %s through the ResourceManager (no local process): %s", cid,
+                           reasons.get(cid, "the ResourceManager did not preempt it in time"))
         for cid in act.reclaimed:
             logger.warning("asked the ResourceManager to preempt container %s: %s", cid, reasons.get(cid, ""))
         for cid in act.already_gone:

@@ -177,6 +177,9 @@ def test_remote_kill_is_sent_once_and_counts_as_dying_for_the_kill_memory(tmp_pa
     remote = Kill(cid, (), (), 1.0, 128.0, "test")
     assert executor.apply(decision_with((remote,))).remote == (cid,)
     assert cid in executor.dying()
+    # A kill through the RM is a kill like any other (issue 36 D3): counted and listed with its path.
+    assert executor.metrics.get("kills_total") == 1
+    assert [(k["container"], k["path"]) for k in executor.kill_log] == [(cid, "rm-signal")]
     now[0] += 10.0
     assert executor.apply(decision_with((remote,))).remote == ()
     assert yarn.remote_kills == [cid]
@@ -184,6 +187,7 @@ def test_remote_kill_is_sent_once_and_counts_as_dying_for_the_kill_memory(tmp_pa
     assert cid not in executor.dying()
     assert executor.apply(decision_with((remote,))).remote == (cid,)
     assert yarn.remote_kills == [cid, cid]
+    assert executor.metrics.get("kills_total") == 2 and len(executor.kill_log) == 2
 
 
 def test_locally_killed_container_stays_dying_after_its_processes_are_gone(node, tmp_path):
