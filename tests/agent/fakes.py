@@ -30,6 +30,7 @@ from tests.agent.fake_scheduler import (
     SUCCESS,
     FakeMapReduceJob,
     FakeScheduler,
+    version_tuple,
 )
 
 SIGNALS = ("OUTPUT_THREAD_DUMP", "GRACEFUL_SHUTDOWN", "FORCEFUL_SHUTDOWN")
@@ -125,6 +126,7 @@ class FakeResourceManager(_Server):
         self.node_labels: dict[str, list[str]] = {}
         self.admin_users = admin_users  # None: any named user is an admin (yarn.admin.acl = *)
         self.labels_wrapped_get = labels_wrapped_get
+        self.cli_calls: list[list[str]] = []
         super().__init__()
 
     def get(self, path: str) -> tuple[int, Any]:
@@ -145,6 +147,13 @@ class FakeResourceManager(_Server):
             if total is None:
                 return 404, {"RemoteException": {"exception": "NotFoundException",
                                                  "message": f"nodeId, {node_id}, is not found"}}
+            if version_tuple(self.scheduler.version) < (3, 3):
+                # 3.2.1's NodeInfo has no totalResource (issue 36 D4): used + available instead
+                used_mb, used_vcores = sim.used() if sim is not None else (0, 0)
+                return 200, {"node": {"id": node_id, "state": "RUNNING", "numContainers": 0,
+                                      "usedMemoryMB": used_mb, "availMemoryMB": total["memory"] - used_mb,
+                                      "usedVirtualCores": used_vcores,
+                                      "availableVirtualCores": total["vCores"] - used_vcores}}
             return 200, {"node": {"id": node_id, "state": "RUNNING", "totalResource": dict(total)}}
         if route == "/ws/v1/cluster/get-node-labels":
             # real 3.2.1: {"nodeLabelInfo":[{"name":"x","exclusivity":"false"}]}, {} when empty
@@ -209,6 +218,9 @@ class FakeResourceManager(_Server):
             self.fail_next -= 1
             return 503, {"RemoteException": {"message": "service unavailable"}}
         route = urlsplit(path).path
+        if route == "/fake/yarn-cli":
+            code, out, err = self.cli(list(body["argv"]))
+            return 200, {"exit": code, "stdout": out, "stderr": err}
         if route in ("/ws/v1/cluster/add-node-labels", "/ws/v1/cluster/replace-node-to-labels"):
             return self._labels_post(route, path, body)
         node = re.fullmatch(r"/ws/v1/cluster/nodes/([^/]+)/resource", route)
@@ -227,19 +239,41 @@ class FakeResourceManager(_Server):
                 if not ok:
                     return 400, {"RemoteException": {"message": f"bad body {body!r}"}}
                 resource, timeout = dict(body["resource"]), body["overCommitTimeout"]
-            self.node_resources[node_id] = resource
-            if node_id in self.scheduler.nodes:
-                self.scheduler.update_node_resource(node_id, resource["memory"], resource["vCores"], timeout)
+            self._set_node_resource(node_id, resource, timeout)
             return 200, {"resourceInfo": {"memory": resource["memory"], "vCores": resource["vCores"]}}
         if sig:
             if sig.group(2) not in SIGNALS:
                 return 400, {"RemoteException": {"message": "bad command"}}
-            self.signals.append((sig.group(1), sig.group(2)))
-            exit_status = {"GRACEFUL_SHUTDOWN": EXIT_SIGTERM, "FORCEFUL_SHUTDOWN": EXIT_SIGKILL}.get(sig.group(2))
-            if exit_status is not None:
-                self.scheduler.complete(sig.group(1), exit_status)
+            self._signal(sig.group(1), sig.group(2))
             return 200, None
         return 404, None
+
+    def _set_node_resource(self, node_id: str, resource: dict[str, int], timeout_ms: int) -> None:
+        self.node_resources[node_id] = resource
+        if node_id in self.scheduler.nodes:
+            self.scheduler.update_node_resource(node_id, resource["memory"], resource["vCores"], timeout_ms)
+
+    def _signal(self, container_id: str, command: str) -> None:
+        self.signals.append((container_id, command))
+        exit_status = {"GRACEFUL_SHUTDOWN": EXIT_SIGTERM, "FORCEFUL_SHUTDOWN": EXIT_SIGKILL}.get(command)
+        if exit_status is not None:
+            self.scheduler.complete(container_id, exit_status)
+
+    def cli(self, argv: list[str]) -> tuple[int, str, str]:
+        """The ``yarn`` command against this RM (``fake_yarn_cli(rm_url=...)``): exit status, stdout,
+        stderr. ``rmadmin -updateNodeResource`` and ``container -signal`` work on every version (they
+        are how 3.2.1 is driven)."""
+        with self.lock:
+            self.cli_calls.append(list(argv))
+        if argv[:2] == ["rmadmin", "-updateNodeResource"] and len(argv) in (5, 6):
+            node_id, memory_mb, vcores = argv[2], int(argv[3]), int(argv[4])
+            timeout_ms = int(argv[5]) if len(argv) == 6 else -1
+            self._set_node_resource(node_id, {"memory": memory_mb, "vCores": vcores}, timeout_ms)
+            return 0, "", ""
+        if argv[:2] == ["container", "-signal"] and len(argv) == 4:
+            self._signal(argv[2], argv[3])
+            return 0, "", ""
+        return 255, "", f"fake yarn: unsupported command {argv!r}\n"
 
 
 class FakeNodeManager(_Server):
@@ -367,14 +401,26 @@ class FakeYarnCluster:
         self.rm.close()
 
 
-def fake_yarn_cli(directory: str, exit_code: int = 0) -> tuple[str, str]:
-    """Write ``directory/yarn`` recording argv to ``directory/yarn-calls.jsonl``; returns both paths."""
+def fake_yarn_cli(directory: str, exit_code: int = 0, rm_url: str | None = None) -> tuple[str, str]:
+    """Write ``directory/yarn`` recording argv to ``directory/yarn-calls.jsonl``; returns both paths.
+
+    With ``rm_url`` (a ``FakeResourceManager``) the command is also carried out there, as the real
+    ``yarn`` talks to the real RM (``FakeResourceManager.cli``), and exits with the RM's status and
+    message."""
     log = os.path.join(directory, "yarn-calls.jsonl")
     path = os.path.join(directory, "yarn")
+    forward = ""
+    if rm_url is not None:
+        forward = (f"import urllib.request\n"
+                   f"req = urllib.request.Request({rm_url + '/fake/yarn-cli'!r}, "
+                   f"data=json.dumps({{'argv': sys.argv[1:]}}).encode(), method='POST')\n"
+                   f"out = json.loads(urllib.request.urlopen(req, timeout=30).read())\n"
+                   f"sys.stdout.write(out.get('stdout', '')); sys.stderr.write(out.get('stderr', ''))\n"
+                   f"sys.exit(out['exit'])\n")
     with open(path, "w") as handle:
         handle.write(f"#!{sys.executable}\nimport json, sys\n"
                      f"open({log!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-                     f"sys.exit({exit_code})\n")
+                     f"{forward}sys.exit({exit_code})\n")
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path, log
 

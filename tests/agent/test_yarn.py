@@ -11,7 +11,7 @@ from agent.executor import YarnSync
 from agent.metrics import Metrics
 from agent.statefiles import Throttle
 from agent.yarn import YarnClient, YarnError, dynamic_resources_xml, parse_dynamic_resources
-from tests.agent.fakes import YARN_NODE_ID, fake_yarn_cli, read_calls
+from tests.agent.fakes import YARN_NODE_ID, FakeResourceManager, fake_yarn_cli, read_calls
 from tests.agent.procs import wait_until
 
 NODE = YARN_NODE_ID
@@ -167,6 +167,32 @@ def test_sync_writes_the_size_again_after_the_nodemanager_re_registered(rm, nm):
         assert len(rm.posts()) == posts
     finally:
         sync.stop()
+
+
+def test_sync_writes_the_size_again_after_a_re_registration_on_hadoop_321(nm, tmp_path, monkeypatch):
+    """Issue 36 D4: 3.2.1's RM node record has no ``totalResource``; the check failed every minute and
+    the node stayed at the NodeManager's full size. The size comes from used + available there."""
+    rm = FakeResourceManager(mode="404")
+    try:
+        fake_yarn_cli(str(tmp_path), rm_url=rm.url)
+        monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+        rm.scheduler.add_node(NODE, 8192, 8)
+        metrics = Metrics()
+        sync = YarnSync(client(rm, nm), lambda: NODE, -1, None, metrics, Throttle(60), check_interval_s=0.0)
+        try:
+            sync.want(3000, 3)
+            assert wait_until(lambda: sync.applied() == (3000, 3), 30)
+            assert "totalResource" not in rm.get(f"/ws/v1/cluster/nodes/{NODE}")[1]["node"]
+            rm.reregister(NODE, 8192, 8)
+            assert wait_until(lambda: (sync.want(3000, 3), rm.scheduler.nodes[NODE].memory_mb)[1] == 3000,
+                              30, step_s=0.05)
+            assert (rm.scheduler.nodes[NODE].memory_mb, rm.scheduler.nodes[NODE].vcores) == (3000, 3)
+            assert sync.rewrites == 1 and metrics.get("errors_total", kind="yarn_node_read") == 0
+            assert rm.cli_calls[-1] == ["rmadmin", "-updateNodeResource", NODE, "3000", "3", "-1"]
+        finally:
+            sync.stop()
+    finally:
+        rm.close()
 
 
 def test_node_total_reads_the_rm_node_answer(rm, nm):
