@@ -127,6 +127,7 @@ class FakeResourceManager(_Server):
         self.admin_users = admin_users  # None: any named user is an admin (yarn.admin.acl = *)
         self.labels_wrapped_get = labels_wrapped_get
         self.cli_calls: list[list[str]] = []
+        self.cli_times: list[float] = []  # time.monotonic() of each cli call, when the RM carried it out
         super().__init__()
 
     def get(self, path: str) -> tuple[int, Any]:
@@ -265,6 +266,7 @@ class FakeResourceManager(_Server):
         are how 3.2.1 is driven)."""
         with self.lock:
             self.cli_calls.append(list(argv))
+            self.cli_times.append(time.monotonic())
         if argv[:2] == ["rmadmin", "-updateNodeResource"] and len(argv) in (5, 6):
             node_id, memory_mb, vcores = argv[2], int(argv[3]), int(argv[4])
             timeout_ms = int(argv[5]) if len(argv) == 6 else -1
@@ -384,7 +386,9 @@ class FakeYarnCluster:
     def __init__(self, node: Any, *, memory_mb: int, vcores: int, version: str = "3.3.6",
                  calculator: str = DOMINANT_CALCULATOR, heartbeat_s: float = 0.1, task_s: float = 3600.0,
                  node_id: str = YARN_NODE_ID) -> None:
-        self.rm = FakeResourceManager(version=version, calculator=calculator)
+        # 3.2 has neither the node-resource nor the signal REST call (404): the yarn command drives it
+        mode = "404" if version_tuple(version) < (3, 3) else "rest"
+        self.rm = FakeResourceManager(mode, version=version, calculator=calculator)
         self.rm.scheduler.add_node(node_id, memory_mb, vcores)
         self.nm = FakeNodeManager(node_id, rm=self.rm, launcher=lambda cid: node.container(cid, wait=False),
                                   task_s=task_s)
@@ -401,17 +405,19 @@ class FakeYarnCluster:
         self.rm.close()
 
 
-def fake_yarn_cli(directory: str, exit_code: int = 0, rm_url: str | None = None) -> tuple[str, str]:
+def fake_yarn_cli(directory: str, exit_code: int = 0, rm_url: str | None = None,
+                  delay_s: float = 0.0) -> tuple[str, str]:
     """Write ``directory/yarn`` recording argv to ``directory/yarn-calls.jsonl``; returns both paths.
 
     With ``rm_url`` (a ``FakeResourceManager``) the command is also carried out there, as the real
     ``yarn`` talks to the real RM (``FakeResourceManager.cli``), and exits with the RM's status and
-    message."""
+    message; ``delay_s`` stands for the JVM start before it does (1.1-2.9 s per ``yarn rmadmin`` on
+    a real 3.2.1)."""
     log = os.path.join(directory, "yarn-calls.jsonl")
     path = os.path.join(directory, "yarn")
     forward = ""
     if rm_url is not None:
-        forward = (f"import urllib.request\n"
+        forward = (f"import time, urllib.request\ntime.sleep({delay_s!r})\n"
                    f"req = urllib.request.Request({rm_url + '/fake/yarn-cli'!r}, "
                    f"data=json.dumps({{'argv': sys.argv[1:]}}).encode(), method='POST')\n"
                    f"out = json.loads(urllib.request.urlopen(req, timeout=30).read())\n"
