@@ -126,6 +126,12 @@ class FakeResourceManager(_Server):
         self.node_labels: dict[str, list[str]] = {}
         self.admin_users = admin_users  # None: any named user is an admin (yarn.admin.acl = *)
         self.labels_wrapped_get = labels_wrapped_get
+        # Capacity Scheduler queues: name -> RUNNING | DRAINING | STOPPED, as loaded at start (one
+        # default queue) and by ``rmadmin -refreshQueues`` from ``capacity_scheduler_file``.
+        self.capacity_scheduler_file: str | None = None
+        self.queues: dict[str, str] = {"default": "RUNNING"}
+        self.queue_apps: dict[str, int] = {}  # running applications per queue
+        self.fail_scheduler_reads = 0  # the next N GET .../scheduler answer 503
         self.cli_calls: list[list[str]] = []
         self.cli_times: list[float] = []  # time.monotonic() of each cli call, when the RM carried it out
         super().__init__()
@@ -156,6 +162,16 @@ class FakeResourceManager(_Server):
                                       "usedVirtualCores": used_vcores,
                                       "availableVirtualCores": total["vCores"] - used_vcores}}
             return 200, {"node": {"id": node_id, "state": "RUNNING", "totalResource": dict(total)}}
+        if route == "/ws/v1/cluster/scheduler":
+            if self.fail_scheduler_reads > 0:
+                self.fail_scheduler_reads -= 1
+                return 503, {"RemoteException": {"message": "service unavailable"}}
+            with self.lock:
+                queues = [{"type": "capacitySchedulerLeafQueueInfo", "queueName": q, "state": st,
+                           "numApplications": self.queue_apps.get(q, 0)} for q, st in self.queues.items()]
+            return 200, {"scheduler": {"schedulerInfo": {
+                "type": "capacityScheduler", "capacity": 100.0, "usedCapacity": 0.0, "maxCapacity": 100.0,
+                "queueName": "root", "queues": {"queue": queues}}}}
         if route == "/ws/v1/cluster/get-node-labels":
             # real 3.2.1: {"nodeLabelInfo":[{"name":"x","exclusivity":"false"}]}, {} when empty
             items = [{"name": n, "exclusivity": str(e).lower()} for n, e in sorted(self.labels.items())]
@@ -260,6 +276,50 @@ class FakeResourceManager(_Server):
         if exit_status is not None:
             self.scheduler.complete(container_id, exit_status)
 
+    def refresh_queues(self) -> tuple[int, str, str]:
+        """``yarn rmadmin -refreshQueues`` as a real 3.2.1 / 3.3.6 RM answers it: all or nothing. A queue
+        the file drops must be STOPPED in the RM ("not yet in stopped state" otherwise), and every label
+        a queue may access must exist; a queue configured STOPPED with running applications is
+        DRAINING until they finish (``finish_apps``)."""
+        from scheduler_plugin.capacity_scheduler import PREFIX
+
+        def refused(message: str) -> tuple[int, str, str]:
+            return 255, "", f"refreshQueues: java.io.IOException: Failed to re-init queues : {message}\n"
+
+        import xml.etree.ElementTree as ET
+        try:
+            with open(self.capacity_scheduler_file or "") as handle:
+                root = ET.fromstring(handle.read())
+        except (OSError, ET.ParseError) as exc:
+            return refused(f"cannot read the configuration: {exc}")
+        props = {(p.findtext("name") or "").strip(): (p.findtext("value") or "").strip() for p in root.iter("property")}
+        names = [q.strip() for q in props.get(f"{PREFIX}.root.queues", "").split(",") if q.strip()]
+        with self.lock:
+            for key, value in props.items():
+                if key.endswith(".accessible-node-labels"):
+                    for label in (x.strip() for x in value.split(",")):
+                        if label not in ("", "*") and label not in self.labels:
+                            return refused(f"NodeLabelManager doesn't include label = {label}, please check.")
+            for q, state in self.queues.items():
+                if q not in names and state != "STOPPED":
+                    return refused(f"root.{q} cannot be deleted from the capacity scheduler configuration, as "
+                                   f"the queue is not yet in stopped state. Current State : {state}")
+            new = {}
+            for q in names:
+                if props.get(f"{PREFIX}.root.{q}.state", "RUNNING").upper() == "STOPPED":
+                    new[q] = "DRAINING" if self.queue_apps.get(q, 0) > 0 else "STOPPED"
+                else:
+                    new[q] = "RUNNING"
+            self.queues = new
+        return 0, "", ""
+
+    def finish_apps(self, queue: str) -> None:
+        """The queue's applications finished: a DRAINING queue becomes STOPPED."""
+        with self.lock:
+            self.queue_apps[queue] = 0
+            if self.queues.get(queue) == "DRAINING":
+                self.queues[queue] = "STOPPED"
+
     def cli(self, argv: list[str]) -> tuple[int, str, str]:
         """The ``yarn`` command against this RM (``fake_yarn_cli(rm_url=...)``): exit status, stdout,
         stderr. ``rmadmin -updateNodeResource`` and ``container -signal`` work on every version (they
@@ -272,6 +332,8 @@ class FakeResourceManager(_Server):
             timeout_ms = int(argv[5]) if len(argv) == 6 else -1
             self._set_node_resource(node_id, {"memory": memory_mb, "vCores": vcores}, timeout_ms)
             return 0, "", ""
+        if argv == ["rmadmin", "-refreshQueues"]:
+            return self.refresh_queues()
         if argv[:2] == ["container", "-signal"] and len(argv) == 4:
             self._signal(argv[2], argv[3])
             return 0, "", ""
