@@ -27,6 +27,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "placement_service.capacity.flux.cli",  # flux generate|model|plan|check|execute|ledger|to-ras
     "agent.cli",  # agent
     "scheduler_plugin.cli",  # hive, route, capacity-scheduler, ...
+    "scheduler_plugin.testbed.cli",  # hadoop up|down|status (a real test cluster)
     "placement_service.demo",  # demo
 )
 

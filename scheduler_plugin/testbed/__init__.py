@@ -1,0 +1,1 @@
+"""A real Hadoop cluster on one machine for the integration tier (see cluster.py)."""
