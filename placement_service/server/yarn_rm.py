@@ -8,8 +8,9 @@ Request shapes (Hadoop 3.x ``RMWebServices``, checked on real 3.2.1 and 3.3.6):
 - ``POST /ws/v1/cluster/add-node-labels?user.name=<admin>`` with the **unwrapped** body
   ``{"nodeLabelInfo": [{"name": "constant-0", "exclusivity": false}]}``. The body wrapped in its root
   element (``{"nodeLabelsInfo": {...}}``) answers 200 and adds nothing; a call without an admin user
-  answers 401 (the anonymous "dr.who"). Adding a label that exists is an error, so only missing
-  labels are sent, and the labels are read back afterwards: a 200 that added nothing is an error;
+  answers 401 (the anonymous "dr.who"). Only missing labels are sent (3.3.6 answers 200 to a label
+  that exists with the same exclusivity, and refuses another exclusivity), and the labels are read
+  back afterwards: a 200 that added nothing is an error;
 - ``POST /ws/v1/cluster/replace-node-to-labels?user.name=<admin>`` with the unwrapped
   ``{"nodeToLabels": [{"nodeId": "host", "nodeLabels": ["constant-0"]}]}``, only in ``centralized``
   mode: with distributed node labels (the default here) the NodeManager's label script reports each

@@ -116,7 +116,7 @@ class FakeResourceManager(_Server):
 
     def __init__(self, mode: str = "rest", *, version: str | None = None,
                  calculator: str = DEFAULT_CALCULATOR, labels: dict[str, bool] | None = None,
-                 admin_users: frozenset[str] | None = None, labels_wrapped_get: bool = True) -> None:
+                 admin_users: frozenset[str] | None = None, labels_wrapped_get: bool = False) -> None:
         self.mode = mode
         self.fail_next = 0
         self.node_resources: dict[str, dict[str, int]] = {}
@@ -173,7 +173,8 @@ class FakeResourceManager(_Server):
                 "type": "capacityScheduler", "capacity": 100.0, "usedCapacity": 0.0, "maxCapacity": 100.0,
                 "queueName": "root", "queues": {"queue": queues}}}}
         if route == "/ws/v1/cluster/get-node-labels":
-            # real 3.2.1: {"nodeLabelInfo":[{"name":"x","exclusivity":"false"}]}, {} when empty
+            # real 3.2.1 and 3.3.6 (tests/hadoop/test_fake_contracts.py): unwrapped, one label as an object,
+            # {"nodeLabelInfo":[{"name":"x","exclusivity":"false"}]}; {} when empty
             items = [{"name": n, "exclusivity": str(e).lower()} for n, e in sorted(self.labels.items())]
             if not items:
                 return 200, {}
@@ -212,9 +213,11 @@ class FakeResourceManager(_Server):
                 new = {str(i["name"]): bool(i.get("exclusivity", True)) for i in items or []}
             except (KeyError, TypeError):
                 return 400, {"RemoteException": {"message": f"bad body {body!r}"}}
-            dup = sorted(set(new) & set(self.labels))
+            # a label that exists with the same exclusivity is a no-op (200 on a real 3.3.6, checked by
+            # tests/hadoop/test_fake_contracts.py); another exclusivity is refused
+            dup = sorted(n for n in set(new) & set(self.labels) if new[n] != self.labels[n])
             if dup:
-                return 400, {"RemoteException": {"message": f"Node label={dup[0]} already exists"}}
+                return 400, {"RemoteException": {"message": f"Exclusivity of label={dup[0]} cannot be modified"}}
             self.labels.update(new)  # a wrapped body has no top-level nodeLabelInfo: adds nothing
             return 200, None
         entries = body.get("nodeToLabels") if isinstance(body, dict) else None
