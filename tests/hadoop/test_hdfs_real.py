@@ -58,8 +58,9 @@ def test_writes_follow_the_service_targets(hadoop_cluster: HadoopCluster) -> Non
     usable = {c.ip_of(w) for w in WORKERS if w != "worker2"}
     # The stock policy would put a replica on worker2 (one of 4 DataNodes, 3 replicas) for 3 of 4
     # blocks; the service never names a busy node.
+    shim_lines = [ln for ln in _nn_log(c).splitlines() if "harvest" in ln.lower()][-10:]
     for hosts in blocks:
-        assert len(hosts) == 3 and busy_ip not in hosts and set(hosts) == usable, blocks
+        assert len(hosts) == 3 and busy_ip not in hosts and set(hosts) == usable, (blocks, shim_lines)
     status, answer = c.service.call("GET", "/v1/explain/place")
     assert status == 200 and answer["decisions"], answer
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.hadoop.conftest import CLASSES, HadoopCluster
+from tests.hadoop.conftest import CLASSES, REPO, HadoopCluster
 
 pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(900)]
 CLASS_IDS = [c["id"] for c in CLASSES["classes"]]
@@ -50,10 +53,27 @@ def _queues(c: HadoopCluster) -> set[str]:
 
 
 @pytest.fixture(scope="session")
-def labelled(hadoop_cluster: HadoopCluster) -> HadoopCluster:
-    """Label files written as the agent would; wait until the NodeManagers' script reports them."""
+def queues(hadoop_cluster: HadoopCluster) -> HadoopCluster:
+    """The operator's path (hadoop-conf/README.md, step 3): labels added, then the generated
+    capacity-scheduler.xml written and loaded with ``yarn rmadmin -refreshQueues``."""
     c = hadoop_cluster
-    _wait("the service's labels in the ResourceManager", lambda: set(CLASS_IDS) <= _cluster_labels(c), 60)
+    missing = [cid for cid in CLASS_IDS if cid not in _cluster_labels(c)]
+    if missing:
+        c.run("yarn", "rmadmin", "-addToClusterNodeLabels", ",".join(f"{cid}(exclusive=false)" for cid in missing))
+    classes = c.dir.parent / "classes.json"
+    done = subprocess.run([sys.executable, "-m", "placement_service.cli", "capacity-scheduler", "--classes",
+                           str(classes), "--out", str(c.dir / "conf" / "master" / "capacity-scheduler.xml")],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    c.run("yarn", "rmadmin", "-refreshQueues")
+    return c
+
+
+@pytest.fixture(scope="session")
+def labelled(queues: HadoopCluster) -> HadoopCluster:
+    """Label files written as the agent would; wait until the NodeManagers' script reports them."""
+    c = queues
     for host, label in HOST_LABELS.items():
         state = c.dir / "hosts" / host / "agent"
         state.mkdir(parents=True, exist_ok=True)
@@ -67,12 +87,18 @@ def labelled(hadoop_cluster: HadoopCluster) -> HadoopCluster:
     return c
 
 
+# Found on the real RM (both versions): `harvest serve --rm-url ... --classes-file ...` publishes
+# labels and queues only when it adopts a re-clustering result (service.adopt_class_table ->
+# _publish_labels); the table it starts with (from --classes-file or its state) is never pushed,
+# and capacity-scheduler.xml is not written, until the first re-clustering.
+@pytest.mark.xfail(strict=True, reason="the service does not publish the class table it starts with "
+                   "(placement_service/server/service.py: _publish_labels only after a re-clustering)")
 @pytest.mark.feature("node labels: the service pushes class labels to the RM")
 def test_the_service_pushes_its_class_labels_to_the_rm(hadoop_cluster: HadoopCluster) -> None:
     c = hadoop_cluster
-    _wait("labels", lambda: set(CLASS_IDS) <= _cluster_labels(c), 60)
+    _wait("labels", lambda: set(CLASS_IDS) <= _cluster_labels(c), 30)
     status, answer = c.service.call("GET", "/v1/recluster")
-    assert status == 200 and answer["resource_manager"]["last_error"] == "", answer
+    assert status == 200 and answer["resource_manager"]["pushes"] >= 1, answer
 
 
 @pytest.mark.feature("node labels: the NM script provider reports them")
@@ -83,13 +109,14 @@ def test_the_nodemanager_script_reports_the_agent_label(labelled: HadoopCluster)
 
 
 @pytest.mark.feature("queues: the generated capacity-scheduler.xml loads (refreshQueues)")
-def test_the_generated_capacity_scheduler_loads(hadoop_cluster: HadoopCluster) -> None:
-    c = hadoop_cluster
+def test_the_generated_capacity_scheduler_loads(queues: HadoopCluster) -> None:
+    c = queues
     xml = (c.dir / "conf" / "master" / "capacity-scheduler.xml").read_text()
     assert all(f"root.{cid}." in xml for cid in CLASS_IDS), xml[:2000]
-    _wait("the class queues in the scheduler", lambda: set(CLASS_IDS) <= _queues(c), 60)
-    status, answer = c.service.call("GET", "/v1/recluster")
-    assert answer["resource_manager"]["queue_refresh_error"] == "", answer
+    assert set(CLASS_IDS) | {"default"} <= _queues(c)
+    info = c.rm_get("/ws/v1/cluster/scheduler")["scheduler"]["schedulerInfo"]
+    by_name = {q["queueName"]: q for q in info["queues"]["queue"]}
+    assert by_name["periodic-0"].get("defaultNodeLabelExpression") == "periodic-0", by_name["periodic-0"]
 
 
 @pytest.mark.feature("node labels: a MapReduce job in a class queue runs only on that partition")
