@@ -17,7 +17,7 @@ queue and with it the whole refresh, the new class's queue included, and ``/heal
    check removes drained queues.
 
 ``plan_queues`` is the pure part (states in, queue lists out); ``QueueSync`` the adapter (file,
-command, RM reads, health, a thread).
+command, RM reads, health); the service's publisher loop calls ``tick``.
 """
 
 from __future__ import annotations
@@ -88,8 +88,6 @@ class QueueSync:
         self._lock = threading.Lock()
         self._wanted: tuple[list[str], dict[str, float], str] | None = None
         self._refresh_failed = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # -- what the service asks -------------------------------------------------------------------
     def apply(self, labels: Sequence[str], weights: Mapping[str, float], source: str) -> None:
@@ -103,22 +101,6 @@ class QueueSync:
         with self._lock:
             if self._wanted is not None and (self._refresh_failed or self.status["stopped_queues"]):
                 self._sync_locked()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="queue-sync", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.check_interval_s):
-            try:
-                self.tick()
-            except Exception:  # a periodic loop never dies
-                logger.exception("queue check failed")
 
     # -- the work --------------------------------------------------------------------------------
     def _rm_states(self) -> dict[str, str] | None:

@@ -218,6 +218,8 @@ class PlacementService:
                       self._rm, self.health, self.metrics, self.rm_status, cfg.queue_check_interval_s)
             if cfg.capacity_scheduler_file is not None else None
         )
+        self._published_labels: list[str] = []
+        self._publisher = threading.Thread(target=self._publish_loop, name="rm-publisher", daemon=True)
         self.recluster = ReclusterWorker(
             self._recluster_input, self.adopt_class_table, cfg.recluster_interval_s, cfg.recluster_priority
         )
@@ -230,8 +232,8 @@ class PlacementService:
         self.compact()  # store what the previous run left in the log before serving
         self._compactor.start()
         self.recluster.start()
-        if self.queues is not None:
-            self.queues.start()
+        if self._rm is not None or self.queues is not None:
+            self._publisher.start()
         if self.maintenance is not None:
             self.maintenance.start()
         if self.cfg.capacity_url:
@@ -244,8 +246,8 @@ class PlacementService:
         if self.capacity_link is not None:
             self.capacity_link.stop()
         self.recluster.stop()
-        if self.queues is not None:
-            self.queues.stop()
+        if self._publisher.ident is not None:
+            self._publisher.join(timeout=10)
         if self.maintenance is not None:
             self.maintenance.stop()
         if self._compactor.ident is not None:  # started (a service can be closed before start)
@@ -896,6 +898,32 @@ class PlacementService:
                     len(table.tenant_class))
         self._publish_labels(table, version)
 
+    def _publish_loop(self) -> None:
+        """The class table the service starts with (``--classes-file`` or its state) is published once;
+        then every ``queue_check_interval_s`` the labels are checked (re-added if the RM lost them,
+        e.g. a restart without a label store), a failed queue refresh is retried and drained queues of
+        dropped classes are removed (``server/queues.py``)."""
+        try:
+            policy = self._policy
+            if policy.table is not None or self._lent_elastic():
+                self._publish_labels(policy.table, policy.version)
+        except Exception:  # best effort, off the request path; the loop below retries
+            logger.exception("publishing the class table to the ResourceManager failed")
+        while not self._stopping.wait(self.cfg.queue_check_interval_s):
+            try:
+                if self._rm is not None and self._published_labels:
+                    result = self._rm.push(self._published_labels, {})
+                    if result.added:
+                        self.rm_status["pushes"] += 1
+                        logger.warning("the ResourceManager had lost node labels %s: added again",
+                                       ", ".join(result.added))
+                    self.rm_status["last_error"] = ""
+                if self.queues is not None:
+                    self.queues.tick()
+            except Exception as exc:  # a periodic loop never dies
+                self.rm_status["last_error"] = str(exc)
+                logger.warning("checking the ResourceManager's labels and queues failed: %s", exc)
+
     def _publish_labels(self, table: Any, version: int) -> None:
         """RM labels, then queues (capacity-scheduler.xml, ``server/queues.py``) for the classes, plus
         ``elastic`` once the capacity service has lent servers (their own label and queue). Labels go
@@ -908,6 +936,7 @@ class PlacementService:
         weights = {c.id: float(max(c.servers, 1)) for c in classes}
         if elastic:
             weights[ELASTIC_CLASS] = float(max(len(lent), 1))
+        self._published_labels = list(labels)
         if self._rm is not None and labels:
             with self._nodes_lock:
                 node_tenant = {n: r.tenant for n, r in self._nodes.items()}

@@ -139,3 +139,30 @@ def test_a_failed_refresh_makes_the_service_unhealthy_with_the_reason_and_is_ret
     service.queues.tick()  # drained (no applications): removed
     assert "legacy-0" not in rm.queues and _equal(rm)
     assert os.path.exists(rm.capacity_scheduler_file or "")
+
+
+def test_the_table_it_starts_with_is_published_and_lost_labels_are_added_again(
+        tmp_path: Path, rm: FakeResourceManager) -> None:
+    """Found on the real RM (tests/hadoop): ``harvest serve --classes-file ... --rm-url ...`` never
+    pushed the table it started with (only re-clusterings did); and an RM that lost its labels (a
+    restart without a label store) was never given them again."""
+    import json
+
+    from tests.agent.procs import wait_until
+
+    classes = tmp_path / "classes.json"
+    classes.write_text(json.dumps(table("constant-0", "periodic-0")))
+    yarn, _ = fake_yarn_cli(str(tmp_path), rm_url=rm.url)
+    svc = PlacementService(build_config(env={}, flags={
+        "data_dir": str(tmp_path / "d"), "compact_interval_s": 3600, "recluster_interval_s": 0,
+        "classes_file": str(classes), "rm_url": rm.url, "capacity_scheduler_file": rm.capacity_scheduler_file,
+        "refresh_queues_command": f"{yarn} rmadmin -refreshQueues", "queue_check_interval_s": 0.2}))
+    svc.start()
+    try:
+        assert wait_until(lambda: set(rm.queues) == {"default", "constant-0", "periodic-0"}, 30)
+        assert set(rm.labels) == {"constant-0", "periodic-0"} and svc.rm_status["pushes"] >= 1
+        with rm.lock:
+            rm.labels.clear()  # the RM restarted without its label store
+        assert wait_until(lambda: set(rm.labels) == {"constant-0", "periodic-0"}, 30)
+    finally:
+        svc.close()
