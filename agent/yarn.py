@@ -115,6 +115,10 @@ class YarnClient:
     def _post_rest(self, url: str, body: object, what: str) -> bool:
         """POST ``url``; True when the RM took it, False when it has no such REST call (404, Hadoop 3.2)."""
         answer = self._write(url, body)
+        if answer.status == 404 and b"RemoteException" in answer.body:
+            # the call exists but its object does not (e.g. "nodeId, h:p, is not found" while the
+            # NodeManager is away): an error to retry, not a reason to switch to the CLI for good
+            raise YarnError(f"POST {url} answered HTTP 404: {answer.body[:200]!r}")
         if answer.status == 404:
             logger.info("ResourceManager has no %s REST call (404); using the yarn command", what)
             return False

@@ -43,9 +43,10 @@ class _Server:
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self, code: int, body: Any = None) -> None:
-                data = b"" if body is None else json.dumps(body).encode()
+                raw = isinstance(body, bytes)  # an HTML page, as Jetty answers a path no servlet has
+                data = body if raw else (b"" if body is None else json.dumps(body).encode())
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -132,6 +133,7 @@ class FakeResourceManager(_Server):
         self.queues: dict[str, str] = {"default": "RUNNING"}
         self.queue_apps: dict[str, int] = {}  # running applications per queue
         self.fail_scheduler_reads = 0  # the next N GET .../scheduler answer 503
+        self.gone_nodes: set[str] = set()  # nodes the RM does not know now (NodeManager away)
         self.cli_calls: list[list[str]] = []
         self.cli_times: list[float] = []  # time.monotonic() of each cli call, when the RM carried it out
         super().__init__()
@@ -245,10 +247,15 @@ class FakeResourceManager(_Server):
             return self._labels_post(route, path, body)
         node = re.fullmatch(r"/ws/v1/cluster/nodes/([^/]+)/resource", route)
         sig = re.fullmatch(r"/ws/v1/cluster/containers/([^/]+)/signal/([A-Z_]+)", route)
-        if self.mode == "404" and (node or sig):
-            return 404, {"RemoteException": {"exception": "NotFoundException", "message": "not found"}}
+        if self.mode == "404" and (node or sig):  # 3.2.1 has no such call: Jetty's HTML error page
+            return 404, (b"<html><head><title>Error 404 Not Found</title></head><body><h2>HTTP ERROR 404</h2>"
+                         b"<p>Problem accessing " + route.encode() + b". Reason: Not Found</p></body></html>")
         if node:
             node_id = unquote(node.group(1))
+            if node_id in self.gone_nodes:  # RMWebServices.getRMNode: NotFoundException, as JSON
+                return 404, {"RemoteException": {"exception": "NotFoundException",
+                                                 "message": f"java.lang.Exception: nodeId, {node_id}, is not found",
+                                                 "javaClassName": "org.apache.hadoop.yarn.webapp.NotFoundException"}}
             if isinstance(body, dict) and set(body) == {"resourceOption"}:
                 resource, timeout = {"memory": 0, "vCores": 0}, -1  # what the real RM does with it
             else:

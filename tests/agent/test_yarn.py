@@ -49,6 +49,18 @@ def test_hadoop_32_answers_404_so_the_cli_is_used_from_then_on(rm, nm, yarn_on_p
                                         ["rmadmin", "-updateNodeResource", NODE, "2048", "1", "1000"]]
 
 
+def test_a_node_the_rm_does_not_know_is_an_error_not_a_switch_to_the_cli(rm, nm, yarn_on_path):
+    # Seen on a real 3.3.6 while the NodeManager was away: 404 with a NotFoundException for the node.
+    # Taking it for "no such REST call" (Hadoop 3.2) moved the agent to a JVM start per write for good.
+    rm.gone_nodes.add(NODE)
+    yarn = client(rm, nm)
+    with pytest.raises(YarnError, match="is not found"):
+        yarn.update_node_resource(NODE, 4096, 2, 0)
+    assert yarn.resource_rest and read_calls(yarn_on_path) == []
+    rm.gone_nodes.clear()
+    assert yarn.update_node_resource(NODE, 4096, 2, 0) == "rest"
+
+
 def test_signal_rest_then_cli_fallback(rm, nm, yarn_on_path):
     cid = "container_e17_1410901177871_0001_01_000005"
     assert client(rm, nm).signal_container(cid) == "rest"
