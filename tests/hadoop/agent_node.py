@@ -34,7 +34,7 @@ RESERVE_MEMORY_MB = 1024
 class AgentNode:
     def __init__(self, cluster: HadoopCluster, host: str, tmp: Path, *, spike_mb: int = 700,
                  **agent_settings: str) -> None:
-        self.cluster, self.host, self.tmp = cluster, host, tmp
+        self.cluster, self.host, self.tmp, self.spike_mb = cluster, host, tmp, spike_mb
         state = json.loads((cluster.dir / testbed.STATE_FILE).read_text())
         self.record = next(p for p in state["processes"] if p["host"] == host and p["role"] == "nodemanager")
         info = cluster.host(host)
@@ -115,7 +115,7 @@ class AgentNode:
         """The primary frees its memory (the process goes; a new one waits for the next spike)."""
         assert self.primary is not None
         os.killpg(self.primary.pid, signal.SIGKILL)
-        self.primary = self.node.primary(spike_mb=700)
+        self.primary = self.node.primary(spike_mb=self.spike_mb)
 
     def close(self) -> None:
         if self.agent is not None:
