@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scheduler_plugin.testbed.versions import VERSIONS  # noqa: E402
 from tests.agent.procs import wait_until  # noqa: E402
-from tests.hadoop.agent_node import AgentNode, verbose_hadoop  # noqa: E402
+from tests.hadoop.agent_node import AgentNode, set_node_size, verbose_hadoop  # noqa: E402
 from tests.hadoop.conftest import HadoopCluster  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,6 +81,7 @@ def run_version(version: str, spikes: int, maps: int, map_ms: int, work: Path) -
         node = AgentNode(cluster, "worker1", work / f"node-{version}", spike_mb=1200)
         assert wait_until(lambda: node.explain().get("yarn", {}).get("applied") is not None, 60, step_s=0.5)
         path = node.explain()["reclaim"]["path"]
+        set_node_size(cluster, "worker2", 0, 0)  # every container on worker1, the agent's host
         log = work / f"job-{version}.log"
         with log.open("w") as handle:
             job = subprocess.Popen([str(verbose_hadoop(cluster, work)), "sleep", "-m", str(maps), "-r", "0",

@@ -143,3 +143,24 @@ def verbose_hadoop(cluster: HadoopCluster, tmp: Path) -> Path:
     script.write_text(original.replace(f"-Dlog4j.configuration=file:{conf}", f"-Dlog4j.configuration=file:{props}"))
     script.chmod(0o755)
     return script
+
+
+def set_node_size(cluster: HadoopCluster, host: str, memory_mb: int, vcores: int) -> tuple[int, int]:
+    """Set another worker's size in the RM (overCommitTimeout -1: nothing preempted); returns the old one.
+    The tests empty the other NodeManagers so that the job's containers land on the agent's host."""
+    import json as _json
+    import urllib.parse
+    import urllib.request
+
+    ip = cluster.ip_of(host)
+    nodes = (cluster.rm_get("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
+    node = next(n for n in nodes if n["nodeHostName"] == ip)
+    old = (int(node["totalResource"]["memory"]), int(node["totalResource"]["vCores"]))
+    url = (f"http://{cluster.info['resourcemanager']['http']}/ws/v1/cluster/nodes/"
+           f"{urllib.parse.quote(str(node['id']), safe='')}/resource")
+    body = {"resource": {"memory": memory_mb, "vCores": vcores}, "overCommitTimeout": -1}
+    req = urllib.request.Request(url, data=_json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 200
+    return old

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.procs import wait_until
-from tests.hadoop.agent_node import AgentNode, verbose_hadoop
+from tests.hadoop.agent_node import AgentNode, set_node_size, verbose_hadoop
 from tests.hadoop.conftest import HadoopCluster
 
 pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(1200)]
@@ -54,13 +54,17 @@ def test_a_primary_spike_makes_the_rm_preempt_and_no_attempt_fails(hadoop_cluste
     c = hadoop_cluster
     node = AgentNode(c, "worker1", tmp_path, spike_mb=1200)
     job = None
+    others = [h["name"] for h in c.info["hosts"] if h["nodemanager"] and h["name"] != "worker1"]
+    sizes: dict[str, tuple[int, int]] = {}
     try:
         assert wait_until(lambda: node.explain().get("yarn", {}).get("applied") is not None, 60, step_s=0.5), (
             node.agent.log() if node.agent else "")
         explained = node.explain()
         assert explained["reclaim"]["path"] == "rm-preemption", explained["reclaim"]
         assert explained["yarn"]["hadoop_version"] == c.version
-        job = submit_sleep_job(c, maps=12, map_ms=40_000, log=tmp_path / "job.log")
+        for other in others:  # the job's containers go to worker1
+            sizes[other] = set_node_size(c, other, 0, 0)
+        job = submit_sleep_job(c, maps=8, map_ms=30_000, log=tmp_path / "job.log")
         assert wait_until(lambda: busy_enough(node), 300, step_s=1.0), ("no maps on worker1", explain_digest(node))
         t0 = node.spike()  # +1,200 MB: primary + containers above capacity - reserve
         reclaimed = wait_until(lambda: node.metric("rm_reclaimed_total") >= 1, 60, step_s=0.05)
@@ -84,4 +88,6 @@ def test_a_primary_spike_makes_the_rm_preempt_and_no_attempt_fails(hadoop_cluste
         if job is not None and job.poll() is None:
             job.kill()
             job.wait()
+        for other, (memory_mb, vcores) in sizes.items():
+            set_node_size(c, other, memory_mb, vcores)
         node.close()
