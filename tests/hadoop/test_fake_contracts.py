@@ -74,6 +74,10 @@ def pair(hadoop_cluster: HadoopCluster) -> Iterator[tuple[HadoopCluster, FakeRes
     total = node["totalResource"]
     fake = FakeResourceManager(version=c.version)
     fake.scheduler.add_node(node["id"], int(total["memory"]), int(total["vCores"]))
+    labels = c.rm_get("/ws/v1/cluster/get-node-labels")  # the same labels on both (one label is an object)
+    items = labels.get("nodeLabelInfo", []) if isinstance(labels, dict) else []
+    for item in [items] if isinstance(items, dict) else items:
+        fake.labels[str(item["name"])] = str(item.get("exclusivity")).lower() == "true"
     try:
         yield c, fake, str(node["id"])
     finally:
