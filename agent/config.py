@@ -97,6 +97,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("rm_check_interval_s", float, 30.0, "at most this often, the node size the RM holds is read "
             "and written again if the RM lost it (a NodeManager restart resets it)"),
     Setting("rm_reclaim_wait_s", float, 3.0, "RM path: kill locally when the RM has not killed by then"),
+    Setting("shrink_wait_s", float, 3.0, "local-kill path in yarn mode: a kill waits until the node's "
+            "shrink is in force in the RM (else the RM refills the freed room), at most this long; "
+            "none when the memory reserve is used up"),
     Setting("scheduler_check_grace_s", float, 5.0, "a container first seen this long after the node size "
             "was set, that takes the allocation above it, means the scheduler ignores the size"),
     Setting("cgroup", str, None, "cgroup v2 directory that is the node (a container or a systemd slice): "
@@ -156,6 +159,7 @@ class AgentConfig:
     reclaim: str = "auto"
     rm_reclaim_timeout_ms: int = 0
     rm_reclaim_wait_s: float = 3.0
+    shrink_wait_s: float = 3.0
     scheduler_check_grace_s: float = 5.0
     cgroup: str | None = None
     hadoop_daemon_patterns: tuple[str, ...] = ("org.apache.hadoop.yarn.server.nodemanager.NodeManager",)
@@ -307,7 +311,7 @@ def load_config(
         raise ConfigError("setting 'tenant' is required when 'service' is set (the service keys history by tenant)")
     if raw["reclaim"] not in ("auto", "rm", "local"):
         raise ConfigError(f"setting 'reclaim' must be auto, rm or local, got {raw['reclaim']!r}")
-    for key in ("rm_reclaim_wait_s", "scheduler_check_grace_s"):
+    for key in ("rm_reclaim_wait_s", "shrink_wait_s", "scheduler_check_grace_s"):
         if raw[key] < 0:
             raise ConfigError(f"setting {key!r} must be >= 0, got {raw[key]!r}")
     for key in ("node", "tenant") if raw["service"] else ():

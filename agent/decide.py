@@ -6,10 +6,11 @@ Per resource r in {cores, MB}:
     deficit_r     = primary_r + secondary_footprint_r - budget_r (> 0: the reserve is eaten into)
     harvestable_r = max(0, capacity_r - primary_r - reserve_r)   (what YARN may hand out in total)
 
-When a deficit is positive, containers are killed youngest first (ApplicationMasters, container 1 of
-an attempt, only after every other container), skipping any that would not
+When a deficit is positive, containers are killed youngest first, skipping any that would not
 shrink a resource in deficit, until every deficit is <= 0 (never more) or ``max_kills_per_round``
-is reached. Containers already being killed (``dying``) count as freed, so a slow exit does not
+is reached. An ApplicationMaster (container 1 of an attempt: killing it fails the whole attempt, and
+MapReduce gives up after two) is killed only when no task container is left to kill instead: none
+chosen this round and none still dying from an earlier one (the next round sees what they freed). Containers already being killed (``dying``) count as freed, so a slow exit does not
 cause a second, unneeded kill on the next tick.
 
 The advertised amount (the node resource YARN sees) is damped so it does not flap:
@@ -107,14 +108,19 @@ def _youngest_first(containers: Collection[ContainerView]) -> list[ContainerView
 
 def _pick_kills(live: list[ContainerView], deficit_cores: float, deficit_mb: float, policy: Policy,
                 budget_cores: float, budget_mb: float, primary_cores: int,
-                primary_mb: int) -> tuple[list[Kill], float, float]:
-    """Youngest first until both deficits are <= 0; returns kills and the deficits left."""
+                primary_mb: int, tasks_dying: bool = False) -> tuple[list[Kill], float, float]:
+    """Youngest first until both deficits are <= 0; returns kills and the deficits left.
+
+    ApplicationMasters come last, and only in a round that kills no task container while none is
+    dying (``tasks_dying``): a task that is killed instead, or is already exiting, may be enough."""
     kills: list[Kill] = []
     for container in _youngest_first(live):
         if deficit_cores <= _EPS and deficit_mb <= _EPS:
             break
         if len(kills) >= policy.max_kills_per_round:
             break
+        if is_application_master(container.container_id) and (tasks_dying or kills):
+            break  # AMs sort last: the rest are AMs too
         helps_cores = deficit_cores > _EPS and container.footprint_cores > _EPS
         helps_mb = deficit_mb > _EPS and container.footprint_memory_mb > _EPS
         if not (helps_cores or helps_mb):
@@ -214,12 +220,20 @@ def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideSta
     # 3. Kills, youngest first, never more than needed.
     kills: list[Kill] = []
     if deficit_cores > _EPS or deficit_mb > _EPS:
+        tasks_dying = any(not is_application_master(c.container_id) for c in view.containers
+                          if c.container_id in dying)
         kills, left_cores, left_mb = _pick_kills(live, deficit_cores, deficit_mb, policy, budget_cores,
-                                                 budget_mb, view.primary_cpu_cores, view.primary_memory_mb)
+                                                 budget_mb, view.primary_cpu_cores, view.primary_memory_mb,
+                                                 tasks_dying)
         if kills:
             reasons.append(f"killing {len(kills)} container(s) to make the reserve whole")
+        am_waits = any(is_application_master(c.container_id) and c.container_id not in {k.container_id for k in kills}
+                       for c in live)
         if left_cores > _EPS or left_mb > _EPS:
-            if len(kills) >= policy.max_kills_per_round:
+            if am_waits and (tasks_dying or any(not is_application_master(k.container_id) for k in kills)):
+                reasons.append("ApplicationMaster spared this round: task containers killed or exiting may "
+                               "free enough")
+            elif len(kills) >= policy.max_kills_per_round:
                 reasons.append(f"kill limit {policy.max_kills_per_round} per round reached; more next tick")
             else:
                 reasons.append("primary alone eats into the reserve: nothing left to kill")

@@ -72,6 +72,7 @@ class ReclaimPlan:
     node_memory_mb: int  # node size that leaves exactly the survivors' allocation
     node_vcores: int
     urgent: bool  # the reserve is used up: no time to wait for the RM
+    path: ReclaimPath = ReclaimPath.LOCAL_KILL
 
 
 def plan_reclaim(decision: Decision, view: NodeView | None, reserve_cores: float, reserve_memory_mb: float,
@@ -85,7 +86,7 @@ def plan_reclaim(decision: Decision, view: NodeView | None, reserve_cores: float
     del reserve_cores  # CPU is elastic: an overrun slows the primary for a heartbeat, memory would OOM it
     urgent = decision.deficit_memory_mb > reserve_memory_mb + 1e-9
     if path is ReclaimPath.LOCAL_KILL or view is None or urgent or not decision.kills:
-        return ReclaimPlan((), decision.kills, 0, 0, urgent)
+        return ReclaimPlan((), decision.kills, 0, 0, urgent, path)
     allocated = {c.container_id: c for c in view.containers if c.alloc_memory_mb is not None}
     via_rm = tuple(k for k in decision.kills if k.container_id in allocated)
     local = tuple(k for k in decision.kills if k.container_id not in allocated)
@@ -93,7 +94,7 @@ def plan_reclaim(decision: Decision, view: NodeView | None, reserve_cores: float
     stay = [c for cid, c in allocated.items() if cid not in leaving]
     memory_mb = int(sum(c.alloc_memory_mb or 0.0 for c in stay))
     vcores = int(sum(c.alloc_cores or 0.0 for c in stay))
-    return ReclaimPlan(via_rm, local, memory_mb, vcores, urgent)
+    return ReclaimPlan(via_rm, local, memory_mb, vcores, urgent, path)
 
 
 def size_at(history: Sequence[tuple[float, tuple[int, int]]], t_s: float) -> tuple[int, int] | None:

@@ -59,7 +59,7 @@ class Agent:
                                  check_interval_s=config.rm_check_interval_s, clock=clock)
         self.executor = Executor(config.state_dir, self.metrics, kill_grace_s=config.kill_grace_s,
                                  heartbeat_s=config.heartbeat_s, yarn=yarn_sync,
-                                 rm_reclaim_wait_s=config.rm_reclaim_wait_s)
+                                 rm_reclaim_wait_s=config.rm_reclaim_wait_s, shrink_wait_s=config.shrink_wait_s)
         self._first_seen_s: dict[str, float] = {}  # container id -> when this agent first saw it
         self._sizes: list[tuple[float, tuple[int, int]]] = []  # (set at, node size written to the RM)
         self.ignored: frozenset[str] = frozenset()  # resources the scheduler over-allocates
@@ -167,8 +167,15 @@ class Agent:
         for cid in act.signalled:
             logger.warning("killed container %s: %s", cid,
                            reasons.get(cid, "the ResourceManager did not preempt it in time"))
+        for cid in act.remote:
+            logger.warning("killed container %s through the ResourceManager (no local process): %s", cid,
+                           reasons.get(cid, "the ResourceManager did not preempt it in time"))
         for cid in act.reclaimed:
             logger.warning("asked the ResourceManager to preempt container %s: %s", cid, reasons.get(cid, ""))
+        if act.held:
+            logger.info("holding the kill of %s until the node's shrink to %d MB / %d vcores is in force in "
+                        "the ResourceManager", ", ".join(act.held), decision.advertise_memory_mb,
+                        decision.advertise_cores)
         for cid in act.already_gone:
             logger.info("container %s exited by itself before the kill", cid)
         if view is not None and (now - self._last_report_s >= self.config.report_interval_s
@@ -300,6 +307,7 @@ class Agent:
                               "overcommit_timeout_ms": yarn.timeout_ms(),
                               "rm_reclaim_wait_s": cfg.rm_reclaim_wait_s,
                               "pending_rm": self.executor.reclaiming(),
+                              "held_for_shrink": list(self._last_act.held) if self._last_act is not None else [],
                               "fallbacks": self.metrics.get("reclaim_fallbacks_total", why="rm_slow")
                               + self.metrics.get("reclaim_fallbacks_total", why="rm_error")}
             out["scheduler"] = {

@@ -8,7 +8,9 @@ REST shapes (Hadoop's ResourceManagerRest / NodeManagerRest documents):
 - ``GET {nm}/ws/v1/node/containers`` -> ``{"containers": {"container": [{"id", "state", ...}]}}``;
 - ``GET {nm}/ws/v1/node/info`` -> ``{"nodeInfo": {"id": "host:port", ...}}``;
 - ``GET {rm}/ws/v1/cluster/info`` -> ``{"clusterInfo": {"hadoopVersion": "3.3.6", ...}}``;
-- ``GET {rm}/ws/v1/cluster/nodes/{nodeId}`` -> ``{"node": {"totalResource": {"memory", "vCores"}, ...}}``.
+- ``GET {rm}/ws/v1/cluster/nodes/{nodeId}`` -> ``{"node": {"totalResource": {"memory", "vCores"}, ...}}``
+  (3.3+; 3.2.1 has no ``totalResource``: ``usedMemoryMB`` + ``availMemoryMB`` and ``usedVirtualCores``
+  + ``availableVirtualCores`` give the size).
 
 The node-resource body is sent **unwrapped**: on a real 3.3.6 the same fields wrapped in
 ``{"resourceOption": {...}}`` answer 200 and set the node to 0 MB / 0 vcores. The RM applies this
@@ -113,6 +115,10 @@ class YarnClient:
     def _post_rest(self, url: str, body: object, what: str) -> bool:
         """POST ``url``; True when the RM took it, False when it has no such REST call (404, Hadoop 3.2)."""
         answer = self._write(url, body)
+        if answer.status == 404 and b"RemoteException" in answer.body:
+            # the call exists but its object does not (e.g. "nodeId, h:p, is not found" while the
+            # NodeManager is away): an error to retry, not a reason to switch to the CLI for good
+            raise YarnError(f"POST {url} answered HTTP 404: {answer.body[:200]!r}")
         if answer.status == 404:
             logger.info("ResourceManager has no %s REST call (404); using the yarn command", what)
             return False
@@ -152,14 +158,25 @@ class YarnClient:
         return version
 
     def node_total(self, node_id: str, timeout_s: float | None = None) -> tuple[int, int]:
-        """``GET {rm}/ws/v1/cluster/nodes/{id}`` -> ``node.totalResource`` as (memory MB, vcores)."""
+        """``GET {rm}/ws/v1/cluster/nodes/{id}`` -> the node's size as (memory MB, vcores).
+
+        ``node.totalResource`` on 3.3+; 3.2's record has none, so there the size is used + available
+        (``usedMemoryMB + availMemoryMB``, ``usedVirtualCores + availableVirtualCores``; available goes
+        negative on an over-committed node, so the sum stays the size)."""
         data = self._get_json(f"{self.rm_url}/ws/v1/cluster/nodes/{urllib.parse.quote(node_id, safe='')}",
                               timeout_s)
+        node = data.get("node") if isinstance(data, dict) else None
+        if not isinstance(node, dict):
+            raise YarnError("ResourceManager node answer has no node record")
         try:
-            total = data["node"]["totalResource"]
-            return int(total["memory"]), int(total["vCores"])
+            total = node.get("totalResource")
+            if isinstance(total, dict):
+                return int(total["memory"]), int(total["vCores"])
+            return (int(node["usedMemoryMB"]) + int(node["availMemoryMB"]),
+                    int(node["usedVirtualCores"]) + int(node["availableVirtualCores"]))
         except (KeyError, TypeError, ValueError):
-            raise YarnError("ResourceManager node answer has no node.totalResource") from None
+            raise YarnError("ResourceManager node answer has neither node.totalResource nor "
+                            "usedMemoryMB/availMemoryMB and usedVirtualCores/availableVirtualCores") from None
 
     # -- NodeManager ---------------------------------------------------------------------------
     def _get_json(self, url: str, timeout_s: float | None) -> Any:

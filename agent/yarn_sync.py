@@ -105,6 +105,13 @@ class YarnSync:
         with self._cond:
             return self._work.applied
 
+    def in_force(self, memory_mb: int, vcores: int) -> bool:
+        """The RM holds at most this size for the node (the last write that landed), so it cannot hand
+        out more than that: what a kill frees is not refilled."""
+        with self._cond:
+            applied = self._work.applied
+        return applied is not None and applied[0] <= memory_mb and applied[1] <= vcores
+
     def applied_at_s(self) -> float | None:
         with self._cond:
             return self._work.applied_at_s

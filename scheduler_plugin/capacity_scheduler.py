@@ -16,6 +16,12 @@ largest-remainder method so that rounding never breaks the sum.
 
 The function is pure (strings in, XML text out) so the placement service can call it after a
 re-clustering and write the file atomically before ``yarn rmadmin -refreshQueues``.
+
+Queues of classes a re-clustering dropped (``stopped``) stay in the file with ``state = STOPPED`` and
+no DEFAULT-partition share until their applications have finished: the ResourceManager refuses to
+delete a queue that is not STOPPED, and then refuses the whole refresh, additions included (seen on
+real 3.2.1 and 3.3.6). A STOPPED queue with running applications is DRAINING in the RM; once it is
+STOPPED, the next file leaves it out.
 """
 
 from __future__ import annotations
@@ -98,10 +104,15 @@ def queue_properties(
     class_ids: Sequence[str],
     settings: QueueSettings = QueueSettings(),
     weights: Mapping[str, float] | None = None,
+    stopped: Sequence[str] = (),
 ) -> list[tuple[str, str, str]]:
-    """The (name, value, description) properties of the queue tree, in a stable order."""
+    """The (name, value, description) properties of the queue tree, in a stable order.
+
+    ``stopped``: queues of dropped classes, kept (``STOPPED``, 0 % of the DEFAULT partition, their
+    label's share as before) until the RM has drained them."""
     ids = sorted(class_ids)
-    check_class_ids(ids)
+    stopped_ids = sorted(set(stopped) - set(ids))
+    check_class_ids([*ids, *stopped_ids])
     for name, pct in (
         ("default_queue_capacity_pct", settings.default_queue_capacity_pct),
         ("default_queue_label_share_pct", settings.default_queue_label_share_pct),
@@ -115,7 +126,8 @@ def queue_properties(
     class_default_pcts = split_percent(class_weights, 100.0 - default_pct)
     default_label_pct = round(settings.default_queue_label_share_pct, 1)
     class_label_pct = (1000 - round(default_label_pct * 10)) / 10
-    labels = ",".join(ids) if ids else " "
+    all_ids = sorted([*ids, *stopped_ids])
+    labels = ",".join(all_ids) if all_ids else " "
 
     props: list[tuple[str, str, str]] = [
         (f"{PREFIX}.resource-calculator", DOMINANT_RESOURCE_CALCULATOR,
@@ -123,12 +135,13 @@ def queue_properties(
          "advertises (the default calculator counts memory only)."),
         (f"{PREFIX}.maximum-am-resource-percent", f"{settings.maximum_am_resource_pct / 100:.2f}",
          "Share of a queue's resources that ApplicationMasters may hold."),
-        (f"{PREFIX}.root.queues", ",".join([DEFAULT_QUEUE, *ids]),
-         "One queue per utilization class plus the default queue."),
+        (f"{PREFIX}.root.queues", ",".join([DEFAULT_QUEUE, *all_ids]),
+         "One queue per utilization class plus the default queue (and dropped classes' queues until "
+         "they are drained)."),
         (f"{PREFIX}.root.accessible-node-labels", labels,
          "The root queue may use every class partition."),
     ]
-    for cid in ids:
+    for cid in all_ids:
         props.append((f"{PREFIX}.root.accessible-node-labels.{cid}.capacity", "100.0",
                       f"Root owns all of partition {cid}."))
     props += [
@@ -143,10 +156,13 @@ def queue_properties(
         (f"{PREFIX}.root.{DEFAULT_QUEUE}.user-limit-factor", f"{settings.user_limit_factor:g}",
          "One user may exceed the queue's guarantee by this factor."),
     ]
-    for cid in ids:
+    for cid in all_ids:
         props.append((f"{PREFIX}.root.{DEFAULT_QUEUE}.accessible-node-labels.{cid}.capacity",
                       _fmt(default_label_pct), f"Share of partition {cid} kept for the default queue."))
-    for cid, default_share in zip(ids, class_default_pcts, strict=True):
+    shares = dict(zip(ids, class_default_pcts, strict=True))
+    for cid in all_ids:
+        running = cid in shares
+        default_share = shares.get(cid, 0.0)
         q = f"{PREFIX}.root.{cid}"
         props += [
             (f"{q}.capacity", _fmt(default_share),
@@ -159,7 +175,10 @@ def queue_properties(
              f"May use all of partition {cid} when it is idle."),
             (f"{q}.default-node-label-expression", cid,
              f"Containers of jobs routed here (tez.queue.name={cid}) ask for label {cid}."),
-            (f"{q}.state", "RUNNING", "Accept applications."),
+            (f"{q}.state", "RUNNING" if running else "STOPPED",
+             "Accept applications." if running else
+             "Class dropped by a re-clustering: no new applications; removed once its running ones "
+             "have finished (the RM refuses to delete a queue that is not STOPPED)."),
             (f"{q}.user-limit-factor", f"{settings.user_limit_factor:g}",
              "One user may exceed the queue's guarantee by this factor."),
         ]
@@ -171,13 +190,15 @@ def render_capacity_scheduler(
     settings: QueueSettings = QueueSettings(),
     weights: Mapping[str, float] | None = None,
     source: str = "",
+    stopped: Sequence[str] = (),
 ) -> str:
     """``capacity-scheduler.xml`` text for ``class_ids`` (see the module docstring for the layout).
 
     ``weights`` (class id -> weight, e.g. servers or cores) splits the DEFAULT-partition share among
-    class queues; missing classes weigh 1. Raises CapacityConfigError for unusable ids or settings.
+    class queues; missing classes weigh 1. ``stopped``: dropped classes' queues, kept STOPPED until
+    drained. Raises CapacityConfigError for unusable ids or settings.
     """
-    props = queue_properties(class_ids, settings, weights)
+    props = queue_properties(class_ids, settings, weights, stopped)
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
         "<!-- Generated by 'harvest capacity-scheduler'"
@@ -203,3 +224,17 @@ def add_labels_command(class_ids: Sequence[str], exclusive: bool = False) -> str
     check_class_ids(ids)
     flag = "true" if exclusive else "false"
     return 'yarn rmadmin -addToClusterNodeLabels "' + ",".join(f"{c}(exclusive={flag})" for c in ids) + '"'
+
+
+def read_queue_states(text: str) -> dict[str, str]:
+    """The root's child queues of a ``capacity-scheduler.xml`` and their configured state
+    (``RUNNING`` unless the file says otherwise). Raises CapacityConfigError for unreadable XML."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise CapacityConfigError(f"capacity-scheduler.xml is not readable XML: {exc}") from None
+    props = {(p.findtext("name") or "").strip(): (p.findtext("value") or "").strip() for p in root.iter("property")}
+    names = [q.strip() for q in props.get(f"{PREFIX}.root.queues", "").split(",") if q.strip()]
+    return {q: props.get(f"{PREFIX}.root.{q}.state", "RUNNING").upper() for q in names}

@@ -49,7 +49,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--maintenance-leave-after-s", type=float, help="idle this long before leaving (default 300)")
     p.add_argument("--maintenance-max-enter-per-min", type=int, help="nodes entering per minute (default 2)")
     p.add_argument("--maintenance-max-fraction", type=float,
-                   help="nodes in maintenance plus silent nodes, at most this fraction (default 0.1)")
+                   help="nodes in maintenance plus silent nodes, at most this fraction of the known "
+                        "nodes, rounded down but at least 1 (default 0.1; 0 turns maintenance off)")
     p.add_argument("--maintenance-expiry-s", type=float,
                    help="maintenanceExpireTimeInMS horizon, renewed while busy (default 3600)")
     p.add_argument("--recluster-interval-s", type=float, help="seconds between re-clusterings (0 = on demand)")

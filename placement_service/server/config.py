@@ -69,6 +69,8 @@ class ServiceConfig:
     # Run after capacity_scheduler_file changed, e.g. "yarn rmadmin -refreshQueues" (empty: do not).
     refresh_queues_command: str = ""
     refresh_queues_timeout_s: float = 60.0
+    # A failed refresh is retried, and dropped classes' drained queues removed, this often.
+    queue_check_interval_s: float = 30.0
     seed: int = 0
     # YARN ResourceManager (label push); empty = do not push.
     rm_url: str = ""
@@ -211,6 +213,7 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "history_days": (0.0, 3650.0, True),
     "current_window_s": (0.0, 30 * _DAY_S, True),
     "refresh_queues_timeout_s": (0.0, _DAY_S, True),
+    "queue_check_interval_s": (0.0, _DAY_S, True),
     "seed": (0, 2**63 - 1, False),
     "rm_timeout_s": (0.0, 3600.0, True),
     "grpc_max_workers": (1, 1024, False),

@@ -15,8 +15,11 @@ Two parts:
     after being idle for ``leave_after_s`` without a break (a flapping node stays where it is);
   - rate limit: at most ``max_enter_per_min`` nodes enter in any 60 s window, longest-busy first;
   - cap and guard: nodes in maintenance plus nodes that have stopped reporting (possibly down, but
-    not yet dead to HDFS) stay within ``max_fraction`` of the known nodes, rounded down. A silent
-    node may hold replicas; counting it keeps maintenance plus failures within the same budget;
+    not yet dead to HDFS) stay within ``max_fraction`` of the known nodes, rounded down but at least
+    one while ``max_fraction`` > 0 (10 % of fewer than 10 nodes would be 0: no maintenance at all on
+    a small cluster; HDFS's ``dfs.namenode.maintenance.replication.min`` still keeps a node that holds
+    a block's last replicas ENTERING until they are copied). A silent node may hold replicas;
+    counting it keeps maintenance plus failures within the same budget;
   - expiry, the safety net: every entry carries ``maintenanceExpireTimeInMS`` = now +
     ``expiry_s``; the NameNode returns the node to normal by itself if the service stops
     refreshing it (crash, partition). The planner renews an entry when half its expiry is gone.
@@ -82,6 +85,14 @@ class MaintenanceSettings:
                                    "30 s and the service renews at half the expiry)")
 
 
+def maintenance_cap(max_fraction: float, n_nodes: int) -> int:
+    """Nodes that may be unavailable (in maintenance or silent): ``floor(max_fraction * n)``, at least
+    1 while ``max_fraction`` > 0 and there is a node; 0 turns maintenance off."""
+    if max_fraction <= 0 or n_nodes <= 0:
+        return 0
+    return max(1, int(max_fraction * n_nodes + 1e-9))
+
+
 @dataclass(frozen=True)
 class NodeObservation:
     busy: bool
@@ -133,7 +144,7 @@ class MaintenancePlanner:
                 renewed = True
         while self.entries_s and self.entries_s[0] <= now_s - 60.0:
             self.entries_s.popleft()
-        cap = int(st.max_fraction * len(nodes) + 1e-9)
+        cap = maintenance_cap(st.max_fraction, len(nodes))
         candidates = sorted(
             (since, name) for name, since in self.busy_since.items()
             if name not in self.expiry and name in nodes and now_s - since >= st.enter_after_s

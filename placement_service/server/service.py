@@ -32,8 +32,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import shlex
-import subprocess
 import sys
 import threading
 import time
@@ -42,7 +40,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from placement_service.atomic import atomic_write_text
 from placement_service.server.agent_versions import AgentVersions
 from placement_service.server.cobusy_store import CobusyState, load_cobusy
 from placement_service.server.config import ServiceConfig
@@ -61,6 +58,7 @@ from placement_service.server.policy import (
     build_policy_view,
     load_static_inputs,
 )
+from placement_service.server.queues import QueueSync
 from placement_service.server.recluster import ReclusterInput, ReclusterWorker
 from placement_service.server.reports import (
     NodeReport,
@@ -219,6 +217,13 @@ class PlacementService:
             "enabled": self._rm is not None, "last_error": "", "pushes": 0,
             "queue_refreshes": 0, "queue_refresh_error": "",
         }
+        self.queues = (
+            QueueSync(cfg.capacity_scheduler_file, cfg.refresh_queues_command, cfg.refresh_queues_timeout_s,
+                      self._rm, self.health, self.metrics, self.rm_status, cfg.queue_check_interval_s)
+            if cfg.capacity_scheduler_file is not None else None
+        )
+        self._published_labels: list[str] = []
+        self._publisher = threading.Thread(target=self._publish_loop, name="rm-publisher", daemon=True)
         self.recluster = ReclusterWorker(
             self._recluster_input, self.adopt_class_table, cfg.recluster_interval_s, cfg.recluster_priority
         )
@@ -231,6 +236,8 @@ class PlacementService:
         self.compact()  # store what the previous run left in the log before serving
         self._compactor.start()
         self.recluster.start()
+        if self._rm is not None or self.queues is not None:
+            self._publisher.start()
         if self.maintenance is not None:
             self.maintenance.start()
         if self.cfg.capacity_url:
@@ -243,6 +250,8 @@ class PlacementService:
         if self.capacity_link is not None:
             self.capacity_link.stop()
         self.recluster.stop()
+        if self._publisher.ident is not None:
+            self._publisher.join(timeout=10)
         if self.maintenance is not None:
             self.maintenance.stop()
         if self._compactor.ident is not None:  # started (a service can be closed before start)
@@ -907,10 +916,37 @@ class PlacementService:
                     len(table.tenant_class))
         self._publish_labels(table, version)
 
+    def _publish_loop(self) -> None:
+        """The class table the service starts with (``--classes-file`` or its state) is published once;
+        then every ``queue_check_interval_s`` the labels are checked (re-added if the RM lost them,
+        e.g. a restart without a label store), a failed queue refresh is retried and drained queues of
+        dropped classes are removed (``server/queues.py``)."""
+        try:
+            policy = self._policy
+            if policy.table is not None or self._lent_elastic():
+                self._publish_labels(policy.table, policy.version)
+        except Exception:  # best effort, off the request path; the loop below retries
+            logger.exception("publishing the class table to the ResourceManager failed")
+        while not self._stopping.wait(self.cfg.queue_check_interval_s):
+            try:
+                if self._rm is not None and self._published_labels:
+                    result = self._rm.push(self._published_labels, {})
+                    if result.added:
+                        self.rm_status["pushes"] += 1
+                        logger.warning("the ResourceManager had lost node labels %s: added again",
+                                       ", ".join(result.added))
+                    self.rm_status["last_error"] = ""
+                if self.queues is not None:
+                    self.queues.tick()
+            except Exception as exc:  # a periodic loop never dies
+                self.rm_status["last_error"] = str(exc)
+                logger.warning("checking the ResourceManager's labels and queues failed: %s", exc)
+
     def _publish_labels(self, table: Any, version: int) -> None:
-        """Queues (capacity-scheduler.xml) and RM labels for the classes, plus ``elastic`` once the
-        capacity service has lent servers (their own label and queue). The elastic queue then stays
-        when every elastic server is revoked: YARN refuses to drop a running queue on a refresh."""
+        """RM labels, then queues (capacity-scheduler.xml, ``server/queues.py``) for the classes, plus
+        ``elastic`` once the capacity service has lent servers (their own label and queue). Labels go
+        first: the RM refuses a queue file naming a label it does not have. The elastic queue stays
+        when every elastic server is revoked (the capacity service may lend again)."""
         classes = list(table.classes) if table is not None else []
         lent = self._lent_elastic()
         elastic = bool(lent) or self.elastic.version > 0
@@ -918,7 +954,7 @@ class PlacementService:
         weights = {c.id: float(max(c.servers, 1)) for c in classes}
         if elastic:
             weights[ELASTIC_CLASS] = float(max(len(lent), 1))
-        self._write_capacity_scheduler(labels, weights, version)
+        self._published_labels = list(labels)
         if self._rm is not None and labels:
             with self._nodes_lock:
                 node_tenant = {n: r.tenant for n, r in self._nodes.items()}
@@ -931,64 +967,10 @@ class PlacementService:
             except Exception as exc:
                 self.rm_status["last_error"] = str(exc)
                 logger.warning("pushing labels to the ResourceManager failed: %s", exc)
-
-    def _write_capacity_scheduler(self, labels: list[str], weights: dict[str, float], version: int) -> None:
-        """Write the queue config for the class table (atomically), then ask YARN to load it.
-
-        Nothing is written, and YARN is not asked, when the queues are what the file already holds
-        (the ``source`` comment names the table version, so compare without it).
-        """
-        path = self.cfg.capacity_scheduler_file
-        if path is None or not labels:
-            return
-        try:
-            from scheduler_plugin.capacity_scheduler import render_capacity_scheduler
-        except ImportError:
-            logger.warning("scheduler_plugin.capacity_scheduler is not available; %s not written", path)
-            return
-        try:
-            text = render_capacity_scheduler(labels, weights=weights, source=f"class table v{version}")
-            try:
-                old = path.read_text()
-            except OSError:
-                old = None
-            if old is not None and _without_source(old) == _without_source(text):
-                return
-            atomic_write_text(path, text)
-        except Exception as exc:
-            logger.warning("writing %s failed: %s", path, exc)
-            return
-        self._refresh_queues()
-
-    def _refresh_queues(self) -> None:
-        """Run ``refresh_queues_command`` (e.g. ``yarn rmadmin -refreshQueues``); failures are logged,
-        counted and shown in ``GET /v1/recluster`` (``resource_manager``), never fatal."""
-        command = self.cfg.refresh_queues_command.strip()
-        if not command:
-            return
-        try:
-            done = subprocess.run(shlex.split(command), capture_output=True, text=True,
-                                  timeout=self.cfg.refresh_queues_timeout_s, check=False)
-            error = "" if done.returncode == 0 else (
-                f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-500:]}"
-            )
-        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-            error = str(exc)
-        if error:
-            self.rm_status["queue_refresh_error"] = f"{command}: {error}"
-            self.metrics.inc("harvest_queue_refresh_failures_total")
-            logger.warning("refreshing YARN queues with %r failed: %s", command, error)
-        else:
-            self.rm_status["queue_refreshes"] += 1
-            self.rm_status["queue_refresh_error"] = ""
-            logger.info("YARN queues refreshed (%s)", command)
+        if self.queues is not None and labels:
+            self.queues.apply(labels, weights, f"class table v{version}")
 
 
 def _cause_of(exc: BaseException) -> str:
     cause = exc.__cause__ or exc.__context__
     return errno_name(cause) if cause is not None else type(exc).__name__
-
-
-def _without_source(text: str) -> str:
-    """The queue config without its comment lines (they name the class-table version)."""
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("<!--"))

@@ -8,12 +8,16 @@ Request shapes (Hadoop 3.x ``RMWebServices``, checked on real 3.2.1 and 3.3.6):
 - ``POST /ws/v1/cluster/add-node-labels?user.name=<admin>`` with the **unwrapped** body
   ``{"nodeLabelInfo": [{"name": "constant-0", "exclusivity": false}]}``. The body wrapped in its root
   element (``{"nodeLabelsInfo": {...}}``) answers 200 and adds nothing; a call without an admin user
-  answers 401 (the anonymous "dr.who"). Adding a label that exists is an error, so only missing
-  labels are sent, and the labels are read back afterwards: a 200 that added nothing is an error;
+  answers 401 (the anonymous "dr.who"). Only missing labels are sent (3.3.6 answers 200 to a label
+  that exists with the same exclusivity, and refuses another exclusivity), and the labels are read
+  back afterwards: a 200 that added nothing is an error;
 - ``POST /ws/v1/cluster/replace-node-to-labels?user.name=<admin>`` with the unwrapped
   ``{"nodeToLabels": [{"nodeId": "host", "nodeLabels": ["constant-0"]}]}``, only in ``centralized``
   mode: with distributed node labels (the default here) the NodeManager's label script reports each
   node's label and the RM refuses central mappings.
+
+- ``GET /ws/v1/cluster/scheduler`` -> the queues and their states (``queue_states``), for the
+  queue lifecycle of ``server/queues.py``.
 
 Every call carries ``user.name`` (simple authentication; on a Kerberos cluster put the service's
 principal in ``yarn.admin.acl`` and front the RM with SPNEGO instead).
@@ -77,6 +81,29 @@ class ResourceManagerClient:
         except (urllib.error.URLError, OSError) as exc:
             raise ResourceManagerError(f"{method} {url}: {exc}") from None
         return json.loads(raw) if raw.strip() else None
+
+    def queue_states(self) -> dict[str, str]:
+        """Every queue below root and its state in the RM (``RUNNING``, ``DRAINING``: STOPPED in the
+        configuration but applications still running, ``STOPPED``), from ``GET /ws/v1/cluster/scheduler``
+        (``scheduler.schedulerInfo.queues.queue[]``: ``queueName``, ``state``; nested ``queues`` for
+        parent queues)."""
+        doc = self._call("GET", "scheduler") or {}
+        info = (doc.get("scheduler") or {}).get("schedulerInfo") if isinstance(doc, dict) else None
+        if not isinstance(info, dict):
+            raise ResourceManagerError(f"GET {self.base_url}/ws/v1/cluster/scheduler: no scheduler.schedulerInfo")
+        out: dict[str, str] = {}
+
+        def walk(node: Any) -> None:
+            items = (node.get("queues") or {}).get("queue") if isinstance(node, dict) else None
+            if isinstance(items, dict):
+                items = [items]
+            for item in items or []:
+                if isinstance(item, dict) and "queueName" in item:
+                    out[str(item["queueName"])] = str(item.get("state", "RUNNING")).upper()
+                    walk(item)
+
+        walk(info)
+        return out
 
     def cluster_labels(self) -> set[str]:
         doc = self._call("GET", "get-node-labels") or {}

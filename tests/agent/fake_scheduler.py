@@ -12,7 +12,10 @@ What it reproduces (each checked on a real Hadoop, see docs/hadoop.md "YARN"):
   (-102) until the allocation fits. On 3.2 nothing is killed: the node sits over-committed;
 - MapReduce counts a finished attempt as *killed* only for the exit statuses ABORTED, PREEMPTED and
   KILLED_BY_CONTAINER_SCHEDULER; every other non-zero status is a *failed* attempt, and a task whose
-  failed attempts reach ``maxattempts`` fails the job.
+  failed attempts reach ``maxattempts`` fails the job;
+- an ApplicationMaster that dies ends its application attempt: the RM kills the attempt's other
+  containers, and a new attempt (container ids ``..._<attempt>_000001`` on) re-runs the unfinished
+  tasks, up to ``mapreduce.am.max-attempts`` (default 2; the job fails after that many AM deaths).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class SimContainer:
     allocated_s: float
     seq: int
     task: str | None = None
+    attempt: int = 1  # the application attempt
     state: str = "RUNNING"  # RUNNING | COMPLETE
     exit_status: int | None = None
     marked_for_preemption: bool = False
@@ -80,6 +84,7 @@ class Ask:
     vcores: int
     task: str | None
     is_am: bool = False
+    attempt: int = 1
 
 
 class FakeScheduler:
@@ -162,9 +167,19 @@ class FakeScheduler:
         node.overcommit_deadline_s = None
 
     # -- applications ----------------------------------------------------------------------------
-    def ask(self, app_id: str, memory_mb: int, vcores: int, task: str | None, is_am: bool = False) -> None:
+    def ask(self, app_id: str, memory_mb: int, vcores: int, task: str | None, is_am: bool = False,
+            attempt: int = 1) -> None:
         with self.lock:
-            self.asks.append(Ask(app_id, memory_mb, vcores, task, is_am))
+            self.asks.append(Ask(app_id, memory_mb, vcores, task, is_am, attempt))
+
+    def end_attempt(self, app_id: str, attempt: int, exit_status: int = KILLED_BY_RESOURCEMANAGER) -> None:
+        """The AM of ``attempt`` died: its pending asks are dropped and its containers killed."""
+        with self.lock:
+            self.asks = [a for a in self.asks if not (a.app_id == app_id and a.attempt == attempt)]
+            doomed = [c for n in self.nodes.values() for c in n.containers.values()
+                      if c.app_id == app_id and c.attempt == attempt and c.state == "RUNNING"]
+        for c in doomed:
+            self.complete(c.container_id, exit_status)
 
     def _fits(self, node: SimNode, ask: Ask) -> bool:
         used_mb, used_vcores = node.used()
@@ -184,11 +199,12 @@ class FakeScheduler:
                 if not self._fits(node, ask):
                     continue
                 self.asks.remove(ask)
-                seq = self._seq[ask.app_id] = self._seq.get(ask.app_id, 0) + 1
+                key = f"{ask.app_id}/{ask.attempt}"
+                seq = self._seq[key] = self._seq.get(key, 0) + 1
                 app_num = int(ask.app_id.rsplit("_", 1)[-1])
-                cid = f"container_{self.cluster_ts}_{app_num:04d}_01_{seq:06d}"
+                cid = f"container_{self.cluster_ts}_{app_num:04d}_{ask.attempt:02d}_{seq:06d}"
                 c = SimContainer(cid, ask.app_id, node_id, ask.memory_mb, ask.vcores, ask.is_am,
-                                 self._clock(), seq, ask.task)
+                                 self._clock(), seq, ask.task, ask.attempt)
                 node.containers[cid] = c
                 new.append(c)
             return new
@@ -227,19 +243,46 @@ class FakeMapReduceJob:
     """A MapReduce job's ApplicationMaster as far as attempts go: asks, re-runs, counts, fails."""
 
     def __init__(self, scheduler: FakeScheduler, app_num: int, maps: int, *, map_memory_mb: int = 1024,
-                 map_vcores: int = 1, am_memory_mb: int = 1024, maxattempts: int = 4) -> None:
+                 map_vcores: int = 1, am_memory_mb: int = 1024, maxattempts: int = 4,
+                 am_maxattempts: int = 2) -> None:
         self.scheduler = scheduler
         self.app_id = f"application_{scheduler.cluster_ts}_{app_num:04d}"
         self.map_memory_mb, self.map_vcores, self.maxattempts = map_memory_mb, map_vcores, maxattempts
+        self.am_memory_mb, self.am_maxattempts = am_memory_mb, am_maxattempts
         self.tasks = {f"m_{i:06d}": TaskState() for i in range(maps)}
         self.state = "RUNNING"
+        self.attempt = 1
+        self.am_failures = 0
         self.lock = threading.Lock()
         scheduler.listeners[self.app_id] = self.on_finished
-        scheduler.ask(self.app_id, am_memory_mb, 1, None, is_am=True)
-        for task in self.tasks:
-            scheduler.ask(self.app_id, map_memory_mb, map_vcores, task)
+        self._start_attempt()
+
+    def _start_attempt(self) -> None:
+        self.scheduler.ask(self.app_id, self.am_memory_mb, 1, None, is_am=True, attempt=self.attempt)
+        for task, st in self.tasks.items():
+            if not st.done:
+                self.scheduler.ask(self.app_id, self.map_memory_mb, self.map_vcores, task, attempt=self.attempt)
+
+    def _am_finished(self, c: SimContainer) -> None:
+        with self.lock:
+            if c.exit_status == SUCCESS or self.state != "RUNNING":
+                return
+            self.am_failures += 1
+            ended = self.attempt
+            if self.am_failures >= self.am_maxattempts:
+                self.state = "FAILED"
+            else:
+                self.attempt += 1
+        self.scheduler.end_attempt(self.app_id, ended)
+        if self.state == "RUNNING":
+            self._start_attempt()
 
     def on_finished(self, c: SimContainer) -> None:
+        if c.attempt != self.attempt:
+            return  # a container of an attempt that already ended (the RM killed it with its AM)
+        if c.is_am:
+            self._am_finished(c)
+            return
         if c.task is None:
             return
         with self.lock:
@@ -257,7 +300,7 @@ class FakeMapReduceJob:
                     self.state = "FAILED"
                     return
             if self.state == "RUNNING":
-                self.scheduler.ask(self.app_id, self.map_memory_mb, self.map_vcores, c.task)
+                self.scheduler.ask(self.app_id, self.map_memory_mb, self.map_vcores, c.task, attempt=self.attempt)
 
     @property
     def failed_attempts(self) -> int:

@@ -30,6 +30,7 @@ from tests.agent.fake_scheduler import (
     SUCCESS,
     FakeMapReduceJob,
     FakeScheduler,
+    version_tuple,
 )
 
 SIGNALS = ("OUTPUT_THREAD_DUMP", "GRACEFUL_SHUTDOWN", "FORCEFUL_SHUTDOWN")
@@ -42,9 +43,10 @@ class _Server:
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self, code: int, body: Any = None) -> None:
-                data = b"" if body is None else json.dumps(body).encode()
+                raw = isinstance(body, bytes)  # an HTML page, as Jetty answers a path no servlet has
+                data = body if raw else (b"" if body is None else json.dumps(body).encode())
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -115,7 +117,7 @@ class FakeResourceManager(_Server):
 
     def __init__(self, mode: str = "rest", *, version: str | None = None,
                  calculator: str = DEFAULT_CALCULATOR, labels: dict[str, bool] | None = None,
-                 admin_users: frozenset[str] | None = None, labels_wrapped_get: bool = True) -> None:
+                 admin_users: frozenset[str] | None = None, labels_wrapped_get: bool = False) -> None:
         self.mode = mode
         self.fail_next = 0
         self.node_resources: dict[str, dict[str, int]] = {}
@@ -125,6 +127,15 @@ class FakeResourceManager(_Server):
         self.node_labels: dict[str, list[str]] = {}
         self.admin_users = admin_users  # None: any named user is an admin (yarn.admin.acl = *)
         self.labels_wrapped_get = labels_wrapped_get
+        # Capacity Scheduler queues: name -> RUNNING | DRAINING | STOPPED, as loaded at start (one
+        # default queue) and by ``rmadmin -refreshQueues`` from ``capacity_scheduler_file``.
+        self.capacity_scheduler_file: str | None = None
+        self.queues: dict[str, str] = {"default": "RUNNING"}
+        self.queue_apps: dict[str, int] = {}  # running applications per queue
+        self.fail_scheduler_reads = 0  # the next N GET .../scheduler answer 503
+        self.gone_nodes: set[str] = set()  # nodes the RM does not know now (NodeManager away)
+        self.cli_calls: list[list[str]] = []
+        self.cli_times: list[float] = []  # time.monotonic() of each cli call, when the RM carried it out
         super().__init__()
 
     def get(self, path: str) -> tuple[int, Any]:
@@ -145,9 +156,27 @@ class FakeResourceManager(_Server):
             if total is None:
                 return 404, {"RemoteException": {"exception": "NotFoundException",
                                                  "message": f"nodeId, {node_id}, is not found"}}
+            if version_tuple(self.scheduler.version) < (3, 3):
+                # 3.2.1's NodeInfo has no totalResource (issue 36 D4): used + available instead
+                used_mb, used_vcores = sim.used() if sim is not None else (0, 0)
+                return 200, {"node": {"id": node_id, "state": "RUNNING", "numContainers": 0,
+                                      "usedMemoryMB": used_mb, "availMemoryMB": total["memory"] - used_mb,
+                                      "usedVirtualCores": used_vcores,
+                                      "availableVirtualCores": total["vCores"] - used_vcores}}
             return 200, {"node": {"id": node_id, "state": "RUNNING", "totalResource": dict(total)}}
+        if route == "/ws/v1/cluster/scheduler":
+            if self.fail_scheduler_reads > 0:
+                self.fail_scheduler_reads -= 1
+                return 503, {"RemoteException": {"message": "service unavailable"}}
+            with self.lock:
+                queues = [{"type": "capacitySchedulerLeafQueueInfo", "queueName": q, "state": st,
+                           "numApplications": self.queue_apps.get(q, 0)} for q, st in self.queues.items()]
+            return 200, {"scheduler": {"schedulerInfo": {
+                "type": "capacityScheduler", "capacity": 100.0, "usedCapacity": 0.0, "maxCapacity": 100.0,
+                "queueName": "root", "queues": {"queue": queues}}}}
         if route == "/ws/v1/cluster/get-node-labels":
-            # real 3.2.1: {"nodeLabelInfo":[{"name":"x","exclusivity":"false"}]}, {} when empty
+            # real 3.2.1 and 3.3.6 (tests/hadoop/test_fake_contracts.py): unwrapped, one label as an object,
+            # {"nodeLabelInfo":[{"name":"x","exclusivity":"false"}]}; {} when empty
             items = [{"name": n, "exclusivity": str(e).lower()} for n, e in sorted(self.labels.items())]
             if not items:
                 return 200, {}
@@ -186,9 +215,11 @@ class FakeResourceManager(_Server):
                 new = {str(i["name"]): bool(i.get("exclusivity", True)) for i in items or []}
             except (KeyError, TypeError):
                 return 400, {"RemoteException": {"message": f"bad body {body!r}"}}
-            dup = sorted(set(new) & set(self.labels))
+            # a label that exists with the same exclusivity is a no-op (200 on a real 3.3.6, checked by
+            # tests/hadoop/test_fake_contracts.py); another exclusivity is refused
+            dup = sorted(n for n in set(new) & set(self.labels) if new[n] != self.labels[n])
             if dup:
-                return 400, {"RemoteException": {"message": f"Node label={dup[0]} already exists"}}
+                return 400, {"RemoteException": {"message": f"Exclusivity of label={dup[0]} cannot be modified"}}
             self.labels.update(new)  # a wrapped body has no top-level nodeLabelInfo: adds nothing
             return 200, None
         entries = body.get("nodeToLabels") if isinstance(body, dict) else None
@@ -209,14 +240,22 @@ class FakeResourceManager(_Server):
             self.fail_next -= 1
             return 503, {"RemoteException": {"message": "service unavailable"}}
         route = urlsplit(path).path
+        if route == "/fake/yarn-cli":
+            code, out, err = self.cli(list(body["argv"]))
+            return 200, {"exit": code, "stdout": out, "stderr": err}
         if route in ("/ws/v1/cluster/add-node-labels", "/ws/v1/cluster/replace-node-to-labels"):
             return self._labels_post(route, path, body)
         node = re.fullmatch(r"/ws/v1/cluster/nodes/([^/]+)/resource", route)
         sig = re.fullmatch(r"/ws/v1/cluster/containers/([^/]+)/signal/([A-Z_]+)", route)
-        if self.mode == "404" and (node or sig):
-            return 404, {"RemoteException": {"exception": "NotFoundException", "message": "not found"}}
+        if self.mode == "404" and (node or sig):  # 3.2.1 has no such call: Jetty's HTML error page
+            return 404, (b"<html><head><title>Error 404 Not Found</title></head><body><h2>HTTP ERROR 404</h2>"
+                         b"<p>Problem accessing " + route.encode() + b". Reason: Not Found</p></body></html>")
         if node:
             node_id = unquote(node.group(1))
+            if node_id in self.gone_nodes:  # RMWebServices.getRMNode: NotFoundException, as JSON
+                return 404, {"RemoteException": {"exception": "NotFoundException",
+                                                 "message": f"java.lang.Exception: nodeId, {node_id}, is not found",
+                                                 "javaClassName": "org.apache.hadoop.yarn.webapp.NotFoundException"}}
             if isinstance(body, dict) and set(body) == {"resourceOption"}:
                 resource, timeout = {"memory": 0, "vCores": 0}, -1  # what the real RM does with it
             else:
@@ -227,19 +266,88 @@ class FakeResourceManager(_Server):
                 if not ok:
                     return 400, {"RemoteException": {"message": f"bad body {body!r}"}}
                 resource, timeout = dict(body["resource"]), body["overCommitTimeout"]
-            self.node_resources[node_id] = resource
-            if node_id in self.scheduler.nodes:
-                self.scheduler.update_node_resource(node_id, resource["memory"], resource["vCores"], timeout)
+            self._set_node_resource(node_id, resource, timeout)
             return 200, {"resourceInfo": {"memory": resource["memory"], "vCores": resource["vCores"]}}
         if sig:
             if sig.group(2) not in SIGNALS:
                 return 400, {"RemoteException": {"message": "bad command"}}
-            self.signals.append((sig.group(1), sig.group(2)))
-            exit_status = {"GRACEFUL_SHUTDOWN": EXIT_SIGTERM, "FORCEFUL_SHUTDOWN": EXIT_SIGKILL}.get(sig.group(2))
-            if exit_status is not None:
-                self.scheduler.complete(sig.group(1), exit_status)
+            self._signal(sig.group(1), sig.group(2))
             return 200, None
         return 404, None
+
+    def _set_node_resource(self, node_id: str, resource: dict[str, int], timeout_ms: int) -> None:
+        self.node_resources[node_id] = resource
+        if node_id in self.scheduler.nodes:
+            self.scheduler.update_node_resource(node_id, resource["memory"], resource["vCores"], timeout_ms)
+
+    def _signal(self, container_id: str, command: str) -> None:
+        self.signals.append((container_id, command))
+        exit_status = {"GRACEFUL_SHUTDOWN": EXIT_SIGTERM, "FORCEFUL_SHUTDOWN": EXIT_SIGKILL}.get(command)
+        if exit_status is not None:
+            self.scheduler.complete(container_id, exit_status)
+
+    def refresh_queues(self) -> tuple[int, str, str]:
+        """``yarn rmadmin -refreshQueues`` as a real 3.2.1 / 3.3.6 RM answers it: all or nothing. A queue
+        the file drops must be STOPPED in the RM ("not yet in stopped state" otherwise), and every label
+        a queue may access must exist; a queue configured STOPPED with running applications is
+        DRAINING until they finish (``finish_apps``)."""
+        from scheduler_plugin.capacity_scheduler import PREFIX
+
+        def refused(message: str) -> tuple[int, str, str]:
+            return 255, "", f"refreshQueues: java.io.IOException: Failed to re-init queues : {message}\n"
+
+        import xml.etree.ElementTree as ET
+        try:
+            with open(self.capacity_scheduler_file or "") as handle:
+                root = ET.fromstring(handle.read())
+        except (OSError, ET.ParseError) as exc:
+            return refused(f"cannot read the configuration: {exc}")
+        props = {(p.findtext("name") or "").strip(): (p.findtext("value") or "").strip() for p in root.iter("property")}
+        names = [q.strip() for q in props.get(f"{PREFIX}.root.queues", "").split(",") if q.strip()]
+        with self.lock:
+            for key, value in props.items():
+                if key.endswith(".accessible-node-labels"):
+                    for label in (x.strip() for x in value.split(",")):
+                        if label not in ("", "*") and label not in self.labels:
+                            return refused(f"NodeLabelManager doesn't include label = {label}, please check.")
+            for q, state in self.queues.items():
+                if q not in names and state != "STOPPED":
+                    return refused(f"root.{q} cannot be deleted from the capacity scheduler configuration, as "
+                                   f"the queue is not yet in stopped state. Current State : {state}")
+            new = {}
+            for q in names:
+                if props.get(f"{PREFIX}.root.{q}.state", "RUNNING").upper() == "STOPPED":
+                    new[q] = "DRAINING" if self.queue_apps.get(q, 0) > 0 else "STOPPED"
+                else:
+                    new[q] = "RUNNING"
+            self.queues = new
+        return 0, "", ""
+
+    def finish_apps(self, queue: str) -> None:
+        """The queue's applications finished: a DRAINING queue becomes STOPPED."""
+        with self.lock:
+            self.queue_apps[queue] = 0
+            if self.queues.get(queue) == "DRAINING":
+                self.queues[queue] = "STOPPED"
+
+    def cli(self, argv: list[str]) -> tuple[int, str, str]:
+        """The ``yarn`` command against this RM (``fake_yarn_cli(rm_url=...)``): exit status, stdout,
+        stderr. ``rmadmin -updateNodeResource`` and ``container -signal`` work on every version (they
+        are how 3.2.1 is driven)."""
+        with self.lock:
+            self.cli_calls.append(list(argv))
+            self.cli_times.append(time.monotonic())
+        if argv[:2] == ["rmadmin", "-updateNodeResource"] and len(argv) in (5, 6):
+            node_id, memory_mb, vcores = argv[2], int(argv[3]), int(argv[4])
+            timeout_ms = int(argv[5]) if len(argv) == 6 else -1
+            self._set_node_resource(node_id, {"memory": memory_mb, "vCores": vcores}, timeout_ms)
+            return 0, "", ""
+        if argv == ["rmadmin", "-refreshQueues"]:
+            return self.refresh_queues()
+        if argv[:2] == ["container", "-signal"] and len(argv) == 4:
+            self._signal(argv[2], argv[3])
+            return 0, "", ""
+        return 255, "", f"fake yarn: unsupported command {argv!r}\n"
 
 
 class FakeNodeManager(_Server):
@@ -350,7 +458,9 @@ class FakeYarnCluster:
     def __init__(self, node: Any, *, memory_mb: int, vcores: int, version: str = "3.3.6",
                  calculator: str = DOMINANT_CALCULATOR, heartbeat_s: float = 0.1, task_s: float = 3600.0,
                  node_id: str = YARN_NODE_ID) -> None:
-        self.rm = FakeResourceManager(version=version, calculator=calculator)
+        # 3.2 has neither the node-resource nor the signal REST call (404): the yarn command drives it
+        mode = "404" if version_tuple(version) < (3, 3) else "rest"
+        self.rm = FakeResourceManager(mode, version=version, calculator=calculator)
         self.rm.scheduler.add_node(node_id, memory_mb, vcores)
         self.nm = FakeNodeManager(node_id, rm=self.rm, launcher=lambda cid: node.container(cid, wait=False),
                                   task_s=task_s)
@@ -367,14 +477,28 @@ class FakeYarnCluster:
         self.rm.close()
 
 
-def fake_yarn_cli(directory: str, exit_code: int = 0) -> tuple[str, str]:
-    """Write ``directory/yarn`` recording argv to ``directory/yarn-calls.jsonl``; returns both paths."""
+def fake_yarn_cli(directory: str, exit_code: int = 0, rm_url: str | None = None,
+                  delay_s: float = 0.0) -> tuple[str, str]:
+    """Write ``directory/yarn`` recording argv to ``directory/yarn-calls.jsonl``; returns both paths.
+
+    With ``rm_url`` (a ``FakeResourceManager``) the command is also carried out there, as the real
+    ``yarn`` talks to the real RM (``FakeResourceManager.cli``), and exits with the RM's status and
+    message; ``delay_s`` stands for the JVM start before it does (1.1-2.9 s per ``yarn rmadmin`` on
+    a real 3.2.1)."""
     log = os.path.join(directory, "yarn-calls.jsonl")
     path = os.path.join(directory, "yarn")
+    forward = ""
+    if rm_url is not None:
+        forward = (f"import time, urllib.request\ntime.sleep({delay_s!r})\n"
+                   f"req = urllib.request.Request({rm_url + '/fake/yarn-cli'!r}, "
+                   f"data=json.dumps({{'argv': sys.argv[1:]}}).encode(), method='POST')\n"
+                   f"out = json.loads(urllib.request.urlopen(req, timeout=30).read())\n"
+                   f"sys.stdout.write(out.get('stdout', '')); sys.stderr.write(out.get('stderr', ''))\n"
+                   f"sys.exit(out['exit'])\n")
     with open(path, "w") as handle:
         handle.write(f"#!{sys.executable}\nimport json, sys\n"
                      f"open({log!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-                     f"sys.exit({exit_code})\n")
+                     f"{forward}sys.exit({exit_code})\n")
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path, log
 

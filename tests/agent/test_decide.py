@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from agent.attribute import ContainerView, NodeView
+from agent.attribute import ContainerView, NodeView, is_application_master
 from agent.decide import DecideState, Policy, decide
 
 NOW = 1_000.0
@@ -47,6 +47,14 @@ KILL_CASES = [
     ("the ApplicationMaster (container 1) goes last, however young", 5, 1000,
      [("container_1_0001_01_000002", 1, 1, 500), ("container_1_0001_01_000001", 3, 1, 500)],
      ["container_1_0001_01_000002"]),
+    # issue 36 D2: an AM is never killed while a task container can be killed instead; a round that
+    # kills tasks leaves the AM alone, even when the tasks do not make the reserve whole
+    ("tasks short of the need: the AM waits for the next round", 6, 1000,
+     [("container_1_0001_01_000002", 1, 1, 500), ("container_1_0001_01_000001", 3, 1, 500)],
+     ["container_1_0001_01_000002"]),
+    ("a second attempt's AM (container 1 of attempt 2) is an AM too", 5, 1000,
+     [("container_1_0001_02_000002", 1, 1, 500), ("container_1_0001_02_000001", 3, 1, 500)],
+     ["container_1_0001_02_000002"]),
 ]
 
 
@@ -58,8 +66,10 @@ def test_kills_youngest_first_never_more_than_needed(name, primary_cores, primar
     freed_cores = sum(k.cores for k in decision.kills)
     freed_mb = sum(k.memory_mb for k in decision.kills)
     if expected:
-        # the reserve is whole after the kills (unless nothing is left to kill) ...
-        if primary_cores <= POLICY.capacity_cores - POLICY.reserve_cores:
+        # the reserve is whole after the kills (unless nothing is left to kill, or an AM waits) ...
+        am_waits = any(is_application_master(c.container_id) for c in containers) and not any(
+            is_application_master(k.container_id) for k in decision.kills)
+        if primary_cores <= POLICY.capacity_cores - POLICY.reserve_cores and not am_waits:
             assert decision.deficit_cores - freed_cores <= 1e-9 and decision.deficit_memory_mb - freed_mb <= 1e-9
         # ... and without the last kill it would not be (never more than needed)
         last = decision.kills[-1]
@@ -84,6 +94,19 @@ def test_at_most_n_kills_per_round_then_the_rest_next_tick():
     dying = {k.container_id for k in first.kills}
     second = decide(view(6, 0, containers), NOW + 1, policy, first.state, dying)
     assert [k.container_id for k in second.kills] == ["c2", "c1"]
+
+
+def test_an_am_is_killed_only_once_no_task_container_is_left_live_or_dying():
+    am, task = "container_1_0001_01_000001", "container_1_0001_01_000002"
+    containers = [container(task, 1, 1, 0), container(am, 3, 1, 0)]
+    first = decide(view(7, 0, containers), NOW, POLICY, DecideState())
+    assert [k.container_id for k in first.kills] == [task]
+    # the task is still exiting: the AM is not taken in its place
+    second = decide(view(7, 0, containers, t=NOW + 1), NOW + 1, POLICY, first.state, dying={task})
+    assert second.kills == ()
+    # the task is gone and the primary still needs the room: now the AM goes
+    third = decide(view(7, 0, [container(am, 3, 1, 0)], t=NOW + 2), NOW + 2, POLICY, second.state)
+    assert [k.container_id for k in third.kills] == [am]
 
 
 def test_dying_containers_count_as_freed_so_no_double_kill():

@@ -14,7 +14,7 @@ from agent.attribute import attribute
 from agent.decide import DecideState, Decision, Kill, Policy, decide
 from agent.executor import Executor
 from agent.metrics import Metrics
-from agent.reclaim import ReclaimPlan
+from agent.reclaim import ReclaimPath, ReclaimPlan
 from agent.sampler import PsutilSampler
 from tests.agent.procs import wait_until
 
@@ -39,20 +39,20 @@ def kill_for(pid: int, cid: str = "container_1_0001_01_000001") -> Kill:
 
 
 def test_container_that_exits_by_itself_mid_decision_is_no_crash(node, tmp_path):
-    containers = [node.container(f"container_1_0001_01_00000{i}", memory_mb=20) for i in (1, 2)]
+    containers = [node.container(f"container_1_0001_01_00000{i}", memory_mb=20) for i in (2, 3)]
     sampler = PsutilSampler(scope_root_pid=node.pid)
     view = attribute(sampler.sample())
     policy = Policy(capacity_cores=64, capacity_memory_mb=1, reserve_cores=1, reserve_memory_mb=0,
                     stale_after_s=60)
     decision = decide(view, time.time(), policy, DecideState())
-    assert {k.container_id for k in decision.kills} == {"container_1_0001_01_000002",
-                                                        "container_1_0001_01_000001"}
+    assert {k.container_id for k in decision.kills} == {"container_1_0001_01_000003",
+                                                        "container_1_0001_01_000002"}
     os.killpg(containers[1].pid, signal.SIGKILL)  # the youngest exits between decide and act
     assert wait_until(lambda: not alive(containers[1].pid), 10)
     executor = Executor(str(tmp_path), Metrics(), kill_grace_s=5)
     result = executor.apply(decision)
-    assert result.already_gone == ("container_1_0001_01_000002",)
-    assert result.signalled == ("container_1_0001_01_000001",)
+    assert result.already_gone == ("container_1_0001_01_000003",)
+    assert result.signalled == ("container_1_0001_01_000002",)
     assert wait_until(lambda: not alive(containers[0].pid), 10)
     assert executor.metrics.get("kills_total") == 1
 
@@ -152,6 +152,12 @@ class _RecordingYarn:
         self.remote_kills: list[str] = []
         self.reclaims: list[tuple[int, int]] = []
         self.reclaim_failures = 0
+        self.wants: list[tuple[int, int]] = []
+        self.applied: tuple[int, int] | None = (4096, 4)
+        self.last_error: str | None = None
+
+    def in_force(self, memory_mb: int, vcores: int) -> bool:
+        return self.applied is not None and self.applied[0] <= memory_mb and self.applied[1] <= vcores
 
     def reclaim(self, memory_mb: int, vcores: int) -> None:
         self.reclaims.append((memory_mb, vcores))
@@ -160,7 +166,7 @@ class _RecordingYarn:
         self.remote_kills.append(container_id)
 
     def want(self, memory_mb: int, cores: int) -> None:
-        pass
+        self.wants.append((memory_mb, cores))
 
     def stop(self) -> None:
         pass
@@ -177,6 +183,9 @@ def test_remote_kill_is_sent_once_and_counts_as_dying_for_the_kill_memory(tmp_pa
     remote = Kill(cid, (), (), 1.0, 128.0, "test")
     assert executor.apply(decision_with((remote,))).remote == (cid,)
     assert cid in executor.dying()
+    # A kill through the RM is a kill like any other (issue 36 D3): counted and listed with its path.
+    assert executor.metrics.get("kills_total") == 1
+    assert [(k["container"], k["path"]) for k in executor.kill_log] == [(cid, "rm-signal")]
     now[0] += 10.0
     assert executor.apply(decision_with((remote,))).remote == ()
     assert yarn.remote_kills == [cid]
@@ -184,6 +193,7 @@ def test_remote_kill_is_sent_once_and_counts_as_dying_for_the_kill_memory(tmp_pa
     assert cid not in executor.dying()
     assert executor.apply(decision_with((remote,))).remote == (cid,)
     assert yarn.remote_kills == [cid, cid]
+    assert executor.metrics.get("kills_total") == 2 and len(executor.kill_log) == 2
 
 
 def test_locally_killed_container_stays_dying_after_its_processes_are_gone(node, tmp_path):
@@ -239,3 +249,53 @@ def test_rm_that_does_not_act_in_time_is_overtaken_by_a_local_kill(node, tmp_pat
     assert executor.apply(decision_with(()), None, listed).fallback == (CHOSEN,)
     assert wait_until(lambda: not alive(chosen.pid), 10)
     assert executor.metrics.get("reclaim_fallbacks_total", why="rm_slow") == 1
+
+
+def _local_plan(kills: tuple[Kill, ...], urgent: bool = False) -> ReclaimPlan:
+    return ReclaimPlan((), kills, 0, 0, urgent, ReclaimPath.LOCAL_KILL)
+
+
+def test_local_path_shrinks_the_node_first_and_kills_once_the_shrink_is_in_force(node, tmp_path):
+    """Issue 36 D2: killing before the RM held the smaller size let it refill the freed room (a real
+    3.2.1 took 1-3 s per ``yarn rmadmin``), and the newcomers were killed in turn: a kill loop."""
+    now = [0.0]
+    yarn = _RecordingYarn()
+    executor = Executor(str(tmp_path), Metrics(), yarn=yarn, shrink_wait_s=3.0,  # type: ignore[arg-type]
+                        clock=lambda: now[0])
+    cid = "container_1_0001_01_000005"
+    victim = node.container(cid, memory_mb=5)
+    kill = kill_for(victim.pid, cid)
+    decision = decision_with((kill,))  # advertises 100 MB / 1 vcore
+    result = executor.apply(decision, _local_plan((kill,)))
+    assert yarn.wants[0] == (100, 1) and result.held == (cid,) and result.signalled == ()
+    assert alive(victim.pid) and executor.metrics.get("kills_total") == 0
+    now[0] += 1.0
+    yarn.applied = (100, 1)  # the shrink landed
+    assert executor.apply(decision, _local_plan((kill,))).signalled == (cid,)
+    assert wait_until(lambda: not alive(victim.pid), 10)
+
+
+def test_urgent_kills_go_at_once_but_only_once_before_the_shrink_lands(node, tmp_path):
+    now = [0.0]
+    yarn = _RecordingYarn()
+    executor = Executor(str(tmp_path), Metrics(), yarn=yarn, shrink_wait_s=3.0,  # type: ignore[arg-type]
+                        clock=lambda: now[0])
+    first, refill = "container_1_0001_01_000005", "container_1_0001_01_000006"
+    a = kill_for(node.container(first, memory_mb=5).pid, first)
+    assert executor.apply(decision_with((a,)), _local_plan((a,), urgent=True)).signalled == (first,)
+    # the RM refilled the room before the shrink landed: that one waits for the shrink, urgent or not
+    b_proc = node.container(refill, memory_mb=5)
+    b = kill_for(b_proc.pid, refill)
+    now[0] += 1.0
+    assert executor.apply(decision_with((b,)), _local_plan((b,), urgent=True)).held == (refill,)
+    now[0] += 3.0  # the RM never took the shrink: past shrink_wait_s the kill goes anyway
+    assert executor.apply(decision_with((b,)), _local_plan((b,), urgent=True)).signalled == (refill,)
+
+
+def test_no_wait_for_a_shrink_while_the_rm_fails(node, tmp_path):
+    yarn = _RecordingYarn()
+    yarn.last_error = "connection refused"
+    executor = Executor(str(tmp_path), Metrics(), yarn=yarn)  # type: ignore[arg-type]
+    cid = "container_1_0001_01_000005"
+    kill = kill_for(node.container(cid, memory_mb=5).pid, cid)
+    assert executor.apply(decision_with((kill,)), _local_plan((kill,))).signalled == (cid,)

@@ -133,3 +133,20 @@ def test_rm_zeroes_a_node_for_a_wrapped_resource_body_and_reports_its_version() 
             assert json.load(answer)["clusterInfo"]["hadoopVersion"] == "3.2.1"
     finally:
         old.close()
+
+
+def test_an_am_death_starts_a_new_attempt_and_the_second_fails_the_job() -> None:
+    # MapReduce's default mapreduce.am.max-attempts is 2 (the real 3.2.1 run of issue 36 D2: both AM
+    # attempts killed on one node, job FAILED); a new attempt's AM is container 1 of attempt 2.
+    sched = cluster(DOMINANT_CALCULATOR)
+    job = FakeMapReduceJob(sched, 1, maps=2, map_memory_mb=512, am_memory_mb=512)
+    first = sched.node_heartbeat(NODE)
+    am = next(c for c in first if c.is_am)
+    assert am.container_id.endswith("_01_000001")
+    sched.complete(am.container_id, EXIT_SIGTERM)
+    assert all(c.state == "COMPLETE" for c in first) and job.state == "RUNNING" and job.failed_attempts == 0
+    second = sched.node_heartbeat(NODE)
+    am2 = next(c for c in second if c.is_am)
+    assert am2.container_id.endswith("_02_000001") and len(second) == 3  # the AM and both maps again
+    sched.complete(am2.container_id, EXIT_SIGKILL)
+    assert job.state == "FAILED"

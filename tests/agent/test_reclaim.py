@@ -11,7 +11,7 @@ from agent.attribute import ContainerView, NodeView
 from agent.decide import Decision, Kill
 from agent.reclaim import ReclaimPath, choose_path, ignored_resources, parse_version, plan_reclaim
 from tests.agent.fake_scheduler import DEFAULT_CALCULATOR, PREEMPTED
-from tests.agent.fakes import FakeYarnCluster
+from tests.agent.fakes import FakeYarnCluster, fake_yarn_cli
 from tests.agent.procs import Node
 from tests.agent.test_runtime_yarn import make_agent, run_until
 
@@ -179,3 +179,46 @@ def test_memory_only_calculator_kill_loop_fails_the_job_and_the_scheduler_check_
         agent.close()
         cluster.close()
         fresh.cleanup()
+
+
+def test_hadoop_321_local_path_shrinks_before_killing_and_never_kills_an_am(node, tmp_path):
+    """Issue 36 D2, a real 3.2.1 with the agent on the local-kill path: a primary load ramping up, each
+    ``yarn rmadmin -updateNodeResource`` a 1-3 s JVM start, run one after the other: the RM refilled
+    the freed room before the shrink landed, 7 kills in 9.2 s, both AM attempts among them, job
+    FAILED. The agent must shrink the node first and kill only once the shrink is in force."""
+    cluster = FakeYarnCluster(node, memory_mb=2048, vcores=8, version="3.2.1")
+    yarn_bin, _ = fake_yarn_cli(str(tmp_path), rm_url=cluster.rm.url, delay_s=1.5)  # the JVM start
+    primary = node.primary(spike_mb=150)
+    node.settle()
+    agent = make_agent(node, tmp_path, cluster.rm.url, cluster.nm.url,
+                       **_agent_flags(yarn_bin=yarn_bin, cooldown_s="5", shrink_wait_s="10", interval_s="0.5",
+                                     http_timeout_s="2"))
+    try:
+        run_until(agent, lambda: agent.explain()["yarn"]["applied"] is not None)
+        assert agent.explain()["reclaim"]["path"] == "local-kill"
+        job = cluster.submit(maps=16, map_memory_mb=200, am_memory_mb=200)
+        run_until(agent, lambda: _alive_maps(cluster) >= 6)
+        for _ in range(3):  # +450 MB over ~2 s (the reserve is 600): three 200 MB maps must go, not the AM
+            Node.spike(primary)
+            for _ in range(3):
+                agent.tick()
+                time.sleep(0.25)
+        run_until(agent, lambda: agent.explain()["decision"]["deficit"]["memory_mb"] <= 0
+                  and not agent.executor.dying(), timeout_s=40)
+        for _ in range(8):  # settled: no more kills
+            agent.tick()
+            time.sleep(0.25)
+        ams = [c for c in cluster.rm.scheduler.finished if c.is_am]
+        assert ams == [] and job.attempt == 1 and job.state == "RUNNING"
+        kills = agent.metrics.get("kills_total")
+        sched = cluster.rm.scheduler
+        timeline = sorted(  # for the failure message: the node sizes the RM took and the grants
+            [(round(t, 2), " ".join(a[2:])) for t, a in zip(cluster.rm.cli_times, cluster.rm.cli_calls, strict=True)]
+            + [(round(c.allocated_s, 2), c.container_id[-6:]) for n in sched.nodes.values()
+               for c in n.containers.values()])
+        assert 2 <= kills <= 3, (timeline, agent.explain()["recent_kills"])  # per 200 MB needed, no refill
+        assert sum(1 for c in sched.finished if not c.is_am) == kills  # nothing refilled was killed
+        assert job.failed_attempts == kills
+    finally:
+        agent.close()
+        cluster.close()

@@ -46,7 +46,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_yarn_mode_shrinks_node_kills_locally_and_remotely(node, rm, nm, tmp_path):
+def test_yarn_mode_shrinks_node_kills_locally_and_remotely(node, rm, nm, tmp_path, caplog):
     primary = node.primary(spike_mb=600)
     containers = [node.container(cid, memory_mb=50) for cid in CIDS[:3]]
     for cid in CIDS[:3]:
@@ -65,7 +65,8 @@ def test_yarn_mode_shrinks_node_kills_locally_and_remotely(node, rm, nm, tmp_pat
         assert len(rm.posts("/ws/v1/cluster/nodes/")) == 1
 
         Node.spike(primary)
-        run_until(agent, lambda: not alive(containers[2].pid))
+        with caplog.at_level(logging.WARNING, logger="agent.runtime"):
+            run_until(agent, lambda: not alive(containers[2].pid))
         run_until(agent, lambda: rm.node_resources[NODE_ID]["memory"] <= 2048 - 512 - 600)
         assert alive(containers[0].pid) and alive(containers[1].pid) and alive(primary.pid)
         assert rm.signals == [(CIDS[3], "FORCEFUL_SHUTDOWN")]  # no local process: asked the RM
@@ -74,7 +75,13 @@ def test_yarn_mode_shrinks_node_kills_locally_and_remotely(node, rm, nm, tmp_pat
         run_until(agent, lambda: (agent.explain()["yarn"]["applied"] or {}).get("memory_mb")
                   == rm.node_resources[NODE_ID]["memory"])
         explained = agent.explain()
-        assert [k["container"] for k in explained["recent_kills"]] == [CIDS[2]]
+        # Both kills are visible (issue 36 D3: the one sent through the RM was neither logged, counted
+        # nor listed): the youngest (no local process) through the RM, then the next one on the node.
+        assert [(k["container"], k["path"]) for k in explained["recent_kills"]] == [
+            (CIDS[3], "rm-signal"), (CIDS[2], "local-kill")]
+        assert agent.metrics.get("kills_total") == 2
+        logged = [r.getMessage() for r in caplog.records if r.name == "agent.runtime"]
+        assert any(CIDS[3] in m and "through the ResourceManager" in m for m in logged), logged
         assert explained["yarn"]["applied"]["memory_mb"] == rm.node_resources[NODE_ID]["memory"]
         xml = (tmp_path / "dynamic-resources.xml").read_text()
         assert f"<name>yarn.resource.dynamic.{NODE_ID}.memory</name>" in xml

@@ -11,7 +11,7 @@ from agent.executor import YarnSync
 from agent.metrics import Metrics
 from agent.statefiles import Throttle
 from agent.yarn import YarnClient, YarnError, dynamic_resources_xml, parse_dynamic_resources
-from tests.agent.fakes import YARN_NODE_ID, fake_yarn_cli, read_calls
+from tests.agent.fakes import YARN_NODE_ID, FakeResourceManager, fake_yarn_cli, read_calls
 from tests.agent.procs import wait_until
 
 NODE = YARN_NODE_ID
@@ -47,6 +47,18 @@ def test_hadoop_32_answers_404_so_the_cli_is_used_from_then_on(rm, nm, yarn_on_p
     assert len(rm.posts()) == 1  # REST tried once only
     assert read_calls(yarn_on_path) == [["rmadmin", "-updateNodeResource", NODE, "4096", "2", "1000"],
                                         ["rmadmin", "-updateNodeResource", NODE, "2048", "1", "1000"]]
+
+
+def test_a_node_the_rm_does_not_know_is_an_error_not_a_switch_to_the_cli(rm, nm, yarn_on_path):
+    # Seen on a real 3.3.6 while the NodeManager was away: 404 with a NotFoundException for the node.
+    # Taking it for "no such REST call" (Hadoop 3.2) moved the agent to a JVM start per write for good.
+    rm.gone_nodes.add(NODE)
+    yarn = client(rm, nm)
+    with pytest.raises(YarnError, match="is not found"):
+        yarn.update_node_resource(NODE, 4096, 2, 0)
+    assert yarn.resource_rest and read_calls(yarn_on_path) == []
+    rm.gone_nodes.clear()
+    assert yarn.update_node_resource(NODE, 4096, 2, 0) == "rest"
 
 
 def test_signal_rest_then_cli_fallback(rm, nm, yarn_on_path):
@@ -167,6 +179,32 @@ def test_sync_writes_the_size_again_after_the_nodemanager_re_registered(rm, nm):
         assert len(rm.posts()) == posts
     finally:
         sync.stop()
+
+
+def test_sync_writes_the_size_again_after_a_re_registration_on_hadoop_321(nm, tmp_path, monkeypatch):
+    """Issue 36 D4: 3.2.1's RM node record has no ``totalResource``; the check failed every minute and
+    the node stayed at the NodeManager's full size. The size comes from used + available there."""
+    rm = FakeResourceManager(mode="404")
+    try:
+        fake_yarn_cli(str(tmp_path), rm_url=rm.url)
+        monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+        rm.scheduler.add_node(NODE, 8192, 8)
+        metrics = Metrics()
+        sync = YarnSync(client(rm, nm), lambda: NODE, -1, None, metrics, Throttle(60), check_interval_s=0.0)
+        try:
+            sync.want(3000, 3)
+            assert wait_until(lambda: sync.applied() == (3000, 3), 30)
+            assert "totalResource" not in rm.get(f"/ws/v1/cluster/nodes/{NODE}")[1]["node"]
+            rm.reregister(NODE, 8192, 8)
+            assert wait_until(lambda: (sync.want(3000, 3), rm.scheduler.nodes[NODE].memory_mb)[1] == 3000,
+                              30, step_s=0.05)
+            assert (rm.scheduler.nodes[NODE].memory_mb, rm.scheduler.nodes[NODE].vcores) == (3000, 3)
+            assert sync.rewrites == 1 and metrics.get("errors_total", kind="yarn_node_read") == 0
+            assert rm.cli_calls[-1] == ["rmadmin", "-updateNodeResource", NODE, "3000", "3", "-1"]
+        finally:
+            sync.stop()
+    finally:
+        rm.close()
 
 
 def test_node_total_reads_the_rm_node_answer(rm, nm):

@@ -90,12 +90,8 @@ def labelled(queues: HadoopCluster) -> HadoopCluster:
     return c
 
 
-# Found on the real RM (both versions): `harvest serve --rm-url ... --classes-file ...` publishes
-# labels and queues only when it adopts a re-clustering result (service.adopt_class_table ->
-# _publish_labels); the table it starts with (from --classes-file or its state) is never pushed,
-# and capacity-scheduler.xml is not written, until the first re-clustering.
-@pytest.mark.xfail(strict=True, reason="the service does not publish the class table it starts with "
-                   "(placement_service/server/service.py: _publish_labels only after a re-clustering)")
+# Found on the real RM (both versions): the service used to publish labels and queues only when it
+# adopted a re-clustering result, never the class table it starts with; it now publishes that too.
 @pytest.mark.feature("node labels: the service pushes class labels to the RM")
 def test_the_service_pushes_its_class_labels_to_the_rm(hadoop_cluster: HadoopCluster) -> None:
     c = hadoop_cluster

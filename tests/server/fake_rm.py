@@ -12,9 +12,10 @@ from tests.agent.fakes import FakeResourceManager as _AgentFakeRM
 
 
 class FakeResourceManager(_AgentFakeRM):
-    def __init__(self, labels: dict[str, bool] | None = None, wrapped: bool = True,
+    def __init__(self, labels: dict[str, bool] | None = None, wrapped: bool = False,
                  admin_users: frozenset[str] | None = None) -> None:
-        """``wrapped=False`` answers ``get-node-labels`` without the root element (older releases)."""
+        """``get-node-labels`` answers without the root element, as real 3.2.1 and 3.3.6 do (checked by
+        tests/hadoop/test_fake_contracts.py); ``wrapped=True`` wraps it in ``nodeLabelsInfo``."""
         self.calls: list[tuple[str, str, Any]] = []
         super().__init__(labels=labels, labels_wrapped_get=wrapped, admin_users=admin_users)
 

@@ -95,7 +95,28 @@ def test_cap_counts_silent_nodes_and_silent_busy_nodes_are_held() -> None:
     assert plan.held["dn2"].startswith("cap: 1 in maintenance + 1 silent of 10 nodes, at most 2")
     plan = p.step(T0 + 31, obs(busy, T0 + 31, silent=("dn2",)))
     assert plan.held["dn2"] == "no recent report" and plan.entered == ()
-    assert MaintenancePlanner(settings(max_fraction=0.1)).step(T0, obs(cluster(9, ("dn1",)), T0)).entered == ()
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 9, 10, 19])
+def test_default_cap_allows_one_node_on_a_cluster_under_ten_datanodes(n: int) -> None:
+    # 10% of fewer than 10 nodes rounds down to 0: maintenance never happened on small clusters (issue 36 D5).
+    p = MaintenancePlanner(settings(max_fraction=MaintenanceSettings().max_fraction, max_enter_per_min=10))
+    busy = cluster(n, ("dn1", "dn2"))
+    p.step(T0, obs(busy, T0))
+    plan = p.step(T0 + 30, obs(busy, T0 + 30))
+    assert plan.entered == ("dn1",)
+    assert plan.held["dn2"].startswith(f"cap: 1 in maintenance + 0 silent of {n} nodes, at most 1")
+
+
+def test_the_one_node_floor_still_counts_silent_nodes_and_zero_turns_maintenance_off() -> None:
+    p = MaintenancePlanner(settings(max_fraction=0.1))
+    busy = cluster(5, ("dn1",))
+    p.step(T0, obs(busy, T0))
+    plan = p.step(T0 + 30, obs(busy, T0 + 30, silent=("dn4",)))
+    assert plan.entered == () and plan.held["dn1"].startswith("cap: 0 in maintenance + 1 silent of 5 nodes, at most 1")
+    off = MaintenancePlanner(settings(max_fraction=0.0))
+    off.step(T0, obs(busy, T0))
+    assert off.step(T0 + 30, obs(busy, T0 + 30)).held["dn1"].startswith("cap: 0 in maintenance + 0 silent of 5 nodes, at most 0")
 
 
 def test_expiry_is_renewed_while_busy_and_left_to_run_out_when_silent() -> None:

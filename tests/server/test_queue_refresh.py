@@ -72,6 +72,10 @@ def test_a_failing_refresh_is_reported_and_the_service_keeps_serving(tmp_path: P
         assert "exit 255" in rm["queue_refresh_error"] and "Failed to re-init queues" in rm["queue_refresh_error"]
         status, _ = server.call("GET", "/v1/classes")
         assert status == 200
+        # the RM's queues are not the file's: unhealthy, with the reason (issue 36 D1)
+        status, health = server.call("GET", "/healthz")
+        assert status == 503 and health["status"] == "unhealthy"
+        assert "Failed to re-init queues" in health["problems"]["queue_refresh"]["reason"]
         _, metrics = server.call("GET", "/metrics")
         assert "harvest_queue_refresh_failures_total 1" in str(metrics)
     finally:

@@ -1,0 +1,93 @@
+"""The agent in YARN mode on the real RM path (issue 36 point 3): a primary-tenant spike on one host
+makes the ResourceManager preempt that host's youngest containers; the job's attempts end KILLED, none
+FAILED, and the job succeeds. Reaction times are measured by benchmarks/bench_agent_rm_real.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.agent.procs import wait_until
+from tests.hadoop.agent_node import AgentNode, set_node_size, verbose_hadoop
+from tests.hadoop.conftest import HadoopCluster
+
+pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(1200)]
+
+
+def counter(output: str, name: str) -> int:
+    """A job counter from the client's output (``Killed map tasks=2``); 0 when absent."""
+    found = re.findall(rf"\b{re.escape(name)}=(\d+)", output)
+    return int(found[-1]) if found else 0
+
+
+def submit_sleep_job(cluster: HadoopCluster, maps: int, map_ms: int, log: Path) -> subprocess.Popen[str]:
+    with log.open("w") as handle:
+        return subprocess.Popen([str(verbose_hadoop(cluster, log.parent)), "sleep", "-m", str(maps), "-r", "0",
+                                 "-mt", str(map_ms)], stdout=handle, stderr=subprocess.STDOUT, text=True)
+
+
+def explain_digest(node: AgentNode) -> str:
+    """The numbers behind the agent's last decision, short enough for a failure message."""
+    e = node.explain()
+    return json.dumps({k: e.get(k) for k in ("primary", "decision", "yarn", "reclaim", "recent_kills")}
+                      | {"containers": [(x["id"][-8:], x["memory_mb"], x["alloc_memory_mb"])
+                                        for x in e.get("containers", [])]})[:6000]
+
+
+def busy_enough(node: AgentNode) -> bool:
+    """worker1 runs a map container: a 1,200 MB spike then takes the reserve below what it holds."""
+    maps = [c for c in node.explain().get("containers", [])
+            if c.get("alloc_memory_mb") and not c["id"].endswith("_000001")]
+    return len(maps) >= 1
+
+
+@pytest.mark.feature("agent: a primary spike makes the RM preempt (KILLED, 0 FAILED, job succeeds)")
+def test_a_primary_spike_makes_the_rm_preempt_and_no_attempt_fails(hadoop_cluster: HadoopCluster,
+                                                                   tmp_path: Path) -> None:
+    c = hadoop_cluster
+    node = AgentNode(c, "worker1", tmp_path, spike_mb=1200)
+    job = None
+    others = [h["name"] for h in c.info["hosts"] if h["nodemanager"] and h["name"] != "worker1"]
+    sizes: dict[str, tuple[int, int]] = {}
+    try:
+        assert wait_until(lambda: node.explain().get("yarn", {}).get("applied") is not None, 60, step_s=0.5), (
+            node.agent.log() if node.agent else "")
+        explained = node.explain()
+        assert explained["reclaim"]["path"] == "rm-preemption", explained["reclaim"]
+        assert explained["yarn"]["hadoop_version"] == c.version
+        for other in others:  # the job's containers go to worker1
+            sizes[other] = set_node_size(c, other, 0, 0)
+        job = submit_sleep_job(c, maps=8, map_ms=30_000, log=tmp_path / "job.log")
+        assert wait_until(lambda: busy_enough(node), 300, step_s=1.0), ("no maps on worker1", explain_digest(node))
+        t0 = node.spike()  # +1,200 MB: primary + containers above capacity - reserve
+        reclaimed = wait_until(lambda: node.metric("rm_reclaimed_total") >= 1, 60, step_s=0.05)
+        assert reclaimed, explain_digest(node)
+        sys.stderr.write(f"\nHadoop {c.version}: spike -> container taken back by the RM in "
+                         f"{time.monotonic() - t0:.2f} s (load {os.getloadavg()[0]:.1f}; not asserted, see "
+                         f"benchmarks/bench_agent_rm_real.py)\n")
+        time.sleep(10)
+        node.calm()
+        assert job.wait(timeout=900) == 0, (tmp_path / "job.log").read_text()[-4000:]
+        output = (tmp_path / "job.log").read_text()
+        assert "completed successfully" in output, output[-4000:]
+        assert counter(output, "Failed map tasks") == 0, output[-4000:]
+        assert counter(output, "Killed map tasks") >= 1, output[-4000:]
+        assert node.metric("kills_total") == 0  # nothing killed on the node itself
+        assert node.metric("reclaim_fallbacks_total") == 0
+        kills = node.explain()["recent_kills"]
+        assert kills and all(k["path"] == "rm-preemption" for k in kills), kills
+        assert all(not k["container"].endswith("_000001") for k in kills)  # never an AM
+    finally:
+        if job is not None and job.poll() is None:
+            job.kill()
+            job.wait()
+        for other, (memory_mb, vcores) in sizes.items():
+            set_node_size(c, other, memory_mb, vcores)
+        node.close()
