@@ -25,27 +25,33 @@ lost), the nodes' last seqs are rebuilt from the Parquet files' metadata so repl
 
 One process owns a data directory (``lockfile``); each start is a new *incarnation* (an id stored in
 SQLite) and a re-clustering child of an older incarnation cannot store its class table.
+
+Layout: ``PlacementService`` (here: start and stop, health, decisions, queries, the policy view and
+re-clustering adoption) takes its other parts from ``ingest`` (ingest, recovery, compaction),
+``reimages`` (reported reimages) and ``publishing`` (elastic set, revocations, labels and queues).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import os
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 from placement_service.server.agent_versions import AgentVersions
 from placement_service.server.cobusy_store import CobusyState, load_cobusy
 from placement_service.server.config import ServiceConfig
-from placement_service.server.elastic import ELASTIC_CLASS, CapacityLink, ElasticState
+from placement_service.server.elastic import CapacityLink, ElasticState
 from placement_service.server.health import Health
-from placement_service.server.history import Aggregate, HistoryStore, SlotSample, add_reports
+from placement_service.server.history import Aggregate, HistoryStore, SlotSample
+from placement_service.server.ingest import IngestResult as IngestResult  # re-exported: importable from here
+from placement_service.server.ingest import _cause_of as _cause_of
+from placement_service.server.ingest import _Ingest
+from placement_service.server.ingest import _newer as _newer
 from placement_service.server.insight import Insight
 from placement_service.server.lockfile import lock_data_dir, unlock_data_dir
 from placement_service.server.maintenance import controller_from_config
@@ -54,53 +60,24 @@ from placement_service.server.policy import (
     NO_GRID,
     PlaceDecision,
     PolicyView,
-    StaticInputs,
     build_policy_view,
     load_static_inputs,
 )
+from placement_service.server.publishing import _Publishing
 from placement_service.server.queues import QueueSync
 from placement_service.server.recluster import ReclusterInput, ReclusterWorker
-from placement_service.server.reports import (
-    NodeReport,
-    NotFoundError,
-    UnavailableError,
-    decode_frame,
-    encode_frame,
-)
+from placement_service.server.reimages import _Reimages
+from placement_service.server.reports import NodeReport, NotFoundError
 from placement_service.server.state import StateStore
 from placement_service.server.throttle import duty_cycle
-from placement_service.server.wal import (
-    LogError,
-    ReportLog,
-    describe_error,
-    errno_name,
-    fsync_dir,
-    list_segments,
-    read_frames,
-    segment_path,
-)
+from placement_service.server.wal import ReportLog
 from placement_service.server.yarn_rm import ResourceManagerClient
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class IngestResult:
-    ticket: int
-    stored: tuple[NodeReport, ...]
-    duplicates: int
-    acked_seq: dict[str, int]
-
-
 # Background view builds run 1 ms slices with 3 ms rests (throttle.py): a quarter of the GIL at most.
 REBUILD_DUTY_CYCLE = (0.001, 0.003)
-
-
-def _newer(a: NodeReport | None, b: NodeReport) -> NodeReport:
-    if a is None or (b.seq, b.timestamp) >= (a.seq, a.timestamp):
-        return b
-    return a
-
 
 class RateLimitedLog:
     """INFO lines at most ``per_s`` per second (token bucket, burst ``per_s``); the next line that
@@ -132,7 +109,7 @@ class RateLimitedLog:
             self._log.info(fmt, *args)
 
 
-class PlacementService:
+class PlacementService(_Ingest, _Reimages, _Publishing):
     def __init__(self, cfg: ServiceConfig) -> None:
         self.cfg = cfg
         self.metrics = Metrics()
@@ -309,44 +286,6 @@ class PlacementService:
             last = self.history.quarantined[-1]
             self.health.set("history", f"{n} damaged history file(s) quarantined, their samples are lost; "
                                        f"last: {last['file']}: {last['reason']}", "quarantined", critical=False)
-
-    # -- recovery --------------------------------------------------------------------------------
-    def _recover_log(self) -> list[int]:
-        segments = list_segments(self.log_dir) if self.log_dir.exists() else []
-        n_reports = 0
-        for i, seg in enumerate(segments):
-            agg = self._pending.setdefault(seg.segment_id, {})
-            nodes = self._pending_nodes.setdefault(seg.segment_id, {})
-            for payload in read_frames(seg.path, truncate_torn=(i == len(segments) - 1), payload_prefix=b"[["):
-                try:
-                    reports = decode_frame(payload)
-                except (ValueError, TypeError, IndexError) as exc:
-                    logger.warning("%s: skipping a frame that does not decode: %s", seg.path, exc)
-                    continue
-                add_reports(agg, reports, self.cfg.slot_s)
-                for r in reports:
-                    nodes[r.node] = _newer(nodes.get(r.node), r)
-                    self._nodes[r.node] = _newer(self._nodes.get(r.node), r)
-                    self._last_seq[r.node] = max(self._last_seq.get(r.node, 0), r.seq)
-                n_reports += len(reports)
-        if segments:
-            logger.info("replayed %d report(s) from %d log segment(s)", n_reports, len(segments))
-        return [s.segment_id for s in segments]
-
-    def _rebuild_seq_from_history(self) -> None:
-        """SQLite behind the history (its WAL lost after a crash)? Take each node's highest stored
-        seq from the Parquet metadata, so reports replayed by agents are not stored twice."""
-        behind = 0
-        for node, seq in self.history.node_seq.items():
-            if seq > self._last_seq.get(node, 0):
-                self._last_seq[node] = seq
-                behind += 1
-        if behind:
-            logger.warning("state.sqlite is behind the stored history for %d node(s) (lost SQLite WAL?): "
-                           "de-duplication state rebuilt from the Parquet files", behind)
-            self.metrics.inc("harvest_seq_rebuilt_nodes_total", behind)
-
-    # -- ingest ----------------------------------------------------------------------------------
     def _export_agent_versions(self) -> dict[str, float]:
         """Gauge ``harvest_agents{version=...}``: nodes whose last report came from that release."""
         counts = self.agent_versions.counts()
@@ -356,196 +295,6 @@ class PlacementService:
             self.metrics.set("harvest_agents", float(n), version=version)
         self._versions_exported = set(counts)
         return {}
-
-    def ingest(self, reports: Sequence[NodeReport]) -> IngestResult:
-        """Steps 1-2 of the module docstring (append; wait with ``wal.wait(result.ticket)``).
-
-        Raises :class:`UnavailableError` at once while the report log refuses writes."""
-        stored: list[NodeReport] = []
-        duplicates = 0
-        with self._ingest_lock:
-            seen: dict[str, int] = {}
-            for r in reports:
-                if r.seq:
-                    last = seen.get(r.node, self._last_seq.get(r.node, 0))
-                    if r.seq <= last:
-                        duplicates += 1
-                        continue
-                    seen[r.node] = r.seq
-                pool = self.elastic.history_tenant.get(r.node)  # a lent elastic node counts for its pool
-                stored.append(r if pool is None or pool == r.tenant else replace(r, tenant=pool))
-            if stored:
-                try:
-                    ticket = self.wal.append(encode_frame(stored))
-                except LogError as exc:
-                    self.metrics.inc("harvest_reports_refused_total", len(reports))
-                    raise UnavailableError(f"storage unavailable, reports refused: {exc}") from None
-                self._inflight[ticket] = tuple(stored)
-                self._last_seq.update(seen)
-            else:
-                ticket = self.wal.last_ticket()
-            acked = {r.node: self._last_seq.get(r.node, 0) for r in reports}
-        for r in reports:
-            self.agent_versions.note(r.node, r.agent_version, r.timestamp)
-        return IngestResult(ticket, tuple(stored), duplicates, acked)
-
-    def _on_durable(self, first_ticket: int, last_ticket: int, segment_id: int) -> None:
-        """Writer thread, frames on disk in ``segment_id``: count them (step 2)."""
-        with self._ingest_lock:
-            agg = self._pending.setdefault(segment_id, {})
-            nodes = self._pending_nodes.setdefault(segment_id, {})
-            for ticket in range(first_ticket, last_ticket + 1):
-                batch = self._inflight.pop(ticket, None)
-                if not batch:
-                    continue
-                add_reports(agg, batch, self.cfg.slot_s)
-                for r in batch:
-                    nodes[r.node] = _newer(nodes.get(r.node), r)
-                    if r.seq > self._durable_seq.get(r.node, 0):
-                        self._durable_seq[r.node] = r.seq
-
-    def _on_log_failed(self, last_failed_ticket: int, exc: BaseException) -> None:
-        """Writer thread: every in-flight frame up to ``last_failed_ticket`` is refused; give its
-        nodes' seqs back so that the agents' resends are stored, not taken for replays."""
-        refused = 0
-        with self._ingest_lock:
-            nodes: set[str] = set()
-            for ticket in [t for t in self._inflight if t <= last_failed_ticket]:
-                batch = self._inflight.pop(ticket)
-                refused += len(batch)
-                nodes.update(r.node for r in batch)
-            for node in nodes:
-                self._last_seq[node] = self._durable_seq.get(node, 0)
-        self.metrics.inc("harvest_reports_refused_total", refused)
-        self.health.set("report_log", f"report log write failed, ingest refused: {describe_error(exc)}",
-                        errno_name(exc))
-
-    def _on_log_recovered(self) -> None:
-        self.health.clear("report_log")
-
-    def wait_durable(self, result: IngestResult) -> None:
-        """Step 2: block until the request's frame is durable; :class:`UnavailableError` if refused."""
-        try:
-            self.wal.wait(result.ticket)
-        except LogError as exc:
-            raise UnavailableError(f"storage unavailable, reports refused: {exc}") from None
-
-    def after_durable(self, result: IngestResult) -> None:
-        """Step 3: the live view follows durable reports only."""
-        if result.duplicates:
-            self.metrics.inc("harvest_reports_duplicate_total", result.duplicates)
-        if not result.stored:
-            return
-        with self._nodes_lock:
-            for r in result.stored:
-                old = self._nodes.get(r.node)
-                if old is None:
-                    self._nodes_version += 1
-                new = _newer(old, r)
-                self._nodes[r.node] = new
-                if old is None or old.busy != new.busy:
-                    self._policy.set_busy(r.node, new.busy)
-                if new is r:
-                    self._policy.set_free(r.node, r.free_storage_gb)
-        self.metrics.inc("harvest_reports_stored_total", len(result.stored))
-
-    def ingest_and_wait(self, reports: Sequence[NodeReport]) -> IngestResult:
-        result = self.ingest(reports)
-        self.wait_durable(result)
-        self.after_durable(result)
-        return result
-
-    # -- compaction ------------------------------------------------------------------------------
-    def _compact_loop(self) -> None:
-        while not self._stopping.wait(self.cfg.compact_interval_s):
-            try:
-                self.compact()
-                self.insight.heartbeats.beat("compaction")
-            except Exception as exc:
-                logger.warning("compaction failed; retrying on the next tick: %s", exc)
-            try:
-                self.refresh_policy()
-            except Exception:
-                logger.exception("policy refresh failed; keeping the current view")
-            self.age_out_of_gc()
-
-    def age_out_of_gc(self, now_s: float | None = None) -> str:
-        """Keep full garbage collections short: they stop every thread, requests included.
-
-        A full (generation 2) collection walks every tracked object not frozen, so its pause grows
-        with what the service keeps (node reports, the decision log, metrics): ~20 ms every ~20 s
-        with 15,000 nodes, the worst stall a `ChooseTargets` call saw. After each compaction tick
-        the young generations are collected (cheap: their garbage, cycles included, goes first)
-        and the survivors frozen, so a full collection walks only what was allocated since. Every
-        ``gc_full_collect_interval_s`` everything is unfrozen and walked once, so cyclic garbage
-        that was frozen is still freed. Returns what was done ("off", "froze", "full")."""
-        interval_s = self.cfg.gc_full_collect_interval_s
-        if interval_s <= 0:
-            return "off"
-        now_s = time.monotonic() if now_s is None else now_s
-        if now_s - self._gc_full_at_s >= interval_s:
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-            self._gc_full_at_s = now_s
-            return "full"
-        gc.collect(1)
-        gc.freeze()
-        return "froze"
-
-    def compact(self) -> int:
-        """Close the active log segment and store every closed one; returns the segments stored.
-
-        A segment leaves the to-do list only once it is stored, so a failure (disk full, EMFILE)
-        is retried by the next call; the failure is a ``compaction`` health problem until then."""
-        with self._compact_lock:
-            try:
-                closed = self.wal.rotate()
-                rotate_error: Exception | None = None
-            except LogError as exc:
-                closed, rotate_error = [], exc
-            with self._ingest_lock:  # barrier: appends tagged with a closed segment have finished
-                self._closed = sorted(set(self._closed) | set(closed))
-                todo = list(self._closed)
-            try:
-                self.compact_closed(todo)
-            except Exception as exc:
-                cause = errno_name(exc) or type(exc).__name__
-                self.health.set("compaction", f"storing the report log failed (retried every "
-                                              f"{self.cfg.compact_interval_s:g} s): {describe_error(exc)}", cause)
-                self.metrics.inc("harvest_compaction_failures_total")
-                raise UnavailableError(f"storage unavailable, compaction failed: {describe_error(exc)}") from exc
-            if rotate_error is not None and self.wal.error is None:
-                self.health.set("compaction", f"log rotation failed (retried every {self.cfg.compact_interval_s:g} s): "
-                                              f"{rotate_error}", _cause_of(rotate_error))
-                self.metrics.inc("harvest_compaction_failures_total")
-                raise UnavailableError(f"storage unavailable, compaction failed: {rotate_error}") from rotate_error
-            if rotate_error is None:
-                self.health.clear("compaction")
-            return len(todo)
-
-    def compact_closed(self, segment_ids: Sequence[int]) -> None:
-        for seg in segment_ids:
-            agg = self._pending.get(seg, {})
-            nodes = self._pending_nodes.get(seg, {})
-            with self._query_lock:
-                if agg:
-                    node_seq = {n: r.seq for n, r in nodes.items() if r.seq}
-                    self.history.write_segment(seg, agg, node_seq)
-                with self._ingest_lock:
-                    self._pending.pop(seg, None)
-            if nodes:
-                self.state.upsert_nodes(nodes.values())
-            with self._ingest_lock:
-                self._pending_nodes.pop(seg, None)
-            path = segment_path(self.log_dir, seg)
-            if path.exists():
-                os.unlink(path)
-                fsync_dir(self.log_dir)
-            with self._ingest_lock:
-                if seg in self._closed:
-                    self._closed.remove(seg)
-            self.metrics.inc("harvest_segments_compacted_total", 1)
 
     # -- decisions -------------------------------------------------------------------------------
     def select(self, job: Any, explain: bool = False) -> Any:
@@ -608,65 +357,6 @@ class PlacementService:
             why["rules"] = funnel[len(held):]  # the holders' own entries say nothing about this decision
         return decision, why
 
-    def record_reimages(self, events: Sequence[tuple[str, float, str]]) -> tuple[int, int]:
-        """Store reimages (node, epoch s, how) reported live; the node's tenant is taken from its
-        reports (or the inventory). New ones mark the policy view stale when the co-busy placer counts
-        each node's reimages seen (``_counts_reimages``). Returns (new, already known)."""
-        rows = []
-        with self._nodes_lock:
-            tenants = {n: r.tenant for n, r in self._nodes.items()}
-        for i, (node, ts, how) in enumerate(events):
-            tenant = tenants.get(node) or self._static.node_tenant.get(node, "")
-            if not tenant:
-                raise NotFoundError(f"events[{i}].node: node {node!r} is unknown (it has never reported and is not "
-                                    "in the inventory); nothing stored", f"events[{i}].node")
-            rows.append((node, float(ts), tenant, how))
-        new = self.state.add_reimages(rows)
-        self.metrics.inc("harvest_reimages_reported_total", new)
-        if new and self._counts_reimages():  # the placer counts them: rebuilt on the next compaction tick
-            with self._nodes_lock:
-                self._reimages_version += 1
-        return new, len(rows) - new
-
-    def _counts_reimages(self) -> bool:
-        """Whether the co-busy placer reads each node's reimages seen (a choice above 1 is set)."""
-        cfg = self.cfg
-        return cfg.placement_cobusy and (cfg.placement_reimage_choices > 1 or cfg.placement_repair_choices > 1)
-
-    def _static_now(self) -> StaticInputs:
-        """The operator's static inputs with each node's reimages seen (:meth:`reimages_seen_by_node`).
-        Nothing is read while no placer would use the counts."""
-        if not self._counts_reimages():
-            return self._static
-        return self._with_reported_reimages()
-
-    def _with_reported_reimages(self) -> StaticInputs:
-        """The static inputs with the reimages reported to the service added to the file's."""
-        times: dict[str, list[float]] = {n: list(ts) for n, ts in self._static.node_reimage_times.items()}
-        for node, ts, _tenant, _how in self.state.load_reimages():
-            times.setdefault(node, []).append(float(ts))
-        return replace(self._static, node_reimage_times={n: tuple(sorted(ts)) for n, ts in times.items()})
-
-    def reimages_seen_by_node(self) -> dict[str, float]:
-        """Each node's distinct reimages: the reimages file's and every one reported to the service
-        (``POST /v1/reimages``), what the co-busy placer's server choice reads
-        (``placement_reimage_choices``). Events of one node within ``SAME_REIMAGE_S`` are one
-        reimage (``count_reimages``), so a reimage in both the file and a report, or detected by the
-        agent and declared by the operator, counts once."""
-        return self._with_reported_reimages().node_reimages
-
-    def reimage_rates(self, servers_per_tenant: Mapping[str, int], now_s: float) -> dict[str, float]:
-        """Reimages per server per 30-day month for the grid rows. A tenant with live reimages in the
-        last ``reimage_window_days`` gets the live rate; others keep the reimages file's rate."""
-        window_s = self.cfg.reimage_window_days * 86400.0
-        live: dict[str, int] = {}
-        for _node, _ts, tenant, _how in self.state.load_reimages(now_s - window_s):
-            live[tenant] = live.get(tenant, 0) + 1
-        rates = dict(self._static.reimage_rates)
-        for tenant, n in live.items():
-            servers = max(1, servers_per_tenant.get(tenant, 1))
-            rates[tenant] = n / servers / (window_s / (30 * 86400.0))
-        return rates
 
     def silent_nodes(self) -> dict[str, float]:
         """Nodes whose agent has not reported for ``silent_after_s``: {node: seconds silent}."""
@@ -819,50 +509,6 @@ class PlacementService:
     def harvestable(self) -> frozenset[str] | None:
         return self._harvestable
 
-    # -- elastic servers and revocations (elastic.py) ----------------------------------------------
-    def _effective_harvestable(self) -> frozenset[str] | None:
-        """The harvestable set plus the elastic nodes, minus the nodes being revoked."""
-        revoked = self.elastic.revoked()
-        base = self._harvestable
-        if base is None:
-            return frozenset(self._nodes) - revoked if revoked else None
-        return (base | self.elastic.nodes) - revoked
-
-    def _lent_elastic(self) -> frozenset[str]:
-        """Elastic nodes lent to this cluster and not being revoked: the ``elastic`` class."""
-        return frozenset(self.elastic.nodes) - self.elastic.revoked()
-
-    def apply_elastic_set(self, version: int, nodes: list[str], revocations: list[tuple[int, str, str]],
-                          pools: Mapping[str, str] | None = None) -> bool:  # fmt: skip
-        had_elastic = bool(self._lent_elastic())
-        applied = self.elastic.apply(version, nodes, revocations, pools)
-        if applied:
-            self.metrics.set("harvest_elastic_version", version)
-            self._policy_stale = True
-            self.refresh_policy()
-            if self._lent_elastic() and not had_elastic:  # the elastic queue and label appear
-                self._publish_labels(self._policy.table, self._policy.version)
-        return applied
-
-    def revocations_for(self, node: str) -> tuple[int, ...]:
-        return self.elastic.pending.get(node, ())
-
-    def revocations_drained(self, node: str, ids: list[int]) -> list[int]:
-        done = self.elastic.drained(node, ids)
-        if done:
-            self.metrics.inc("harvest_revocations_drained_total", len(done))
-            if self.capacity_link is not None:
-                self.capacity_link.wake.set()
-        return done
-
-    def class_of_node(self, node: str, tenant: str) -> str:
-        """``elastic`` for the capacity service's elastic nodes, else the tenant's class."""
-        return ELASTIC_CLASS if node in self.elastic.nodes else self._policy.class_of_tenant(tenant)
-
-    def last_seen(self) -> dict[str, float]:
-        with self._nodes_lock:
-            return {n: r.timestamp for n, r in self._nodes.items()}
-
     # -- re-clustering ---------------------------------------------------------------------------
     def _recluster_input(self) -> ReclusterInput:
         self.compact()
@@ -915,62 +561,3 @@ class PlacementService:
         logger.info("adopted class table v%d: %d classes, %d tenants", version, len(table.classes),
                     len(table.tenant_class))
         self._publish_labels(table, version)
-
-    def _publish_loop(self) -> None:
-        """The class table the service starts with (``--classes-file`` or its state) is published once;
-        then every ``queue_check_interval_s`` the labels are checked (re-added if the RM lost them,
-        e.g. a restart without a label store), a failed queue refresh is retried and drained queues of
-        dropped classes are removed (``server/queues.py``)."""
-        try:
-            policy = self._policy
-            if policy.table is not None or self._lent_elastic():
-                self._publish_labels(policy.table, policy.version)
-        except Exception:  # best effort, off the request path; the loop below retries
-            logger.exception("publishing the class table to the ResourceManager failed")
-        while not self._stopping.wait(self.cfg.queue_check_interval_s):
-            try:
-                if self._rm is not None and self._published_labels:
-                    result = self._rm.push(self._published_labels, {})
-                    if result.added:
-                        self.rm_status["pushes"] += 1
-                        logger.warning("the ResourceManager had lost node labels %s: added again",
-                                       ", ".join(result.added))
-                    self.rm_status["last_error"] = ""
-                if self.queues is not None:
-                    self.queues.tick()
-            except Exception as exc:  # a periodic loop never dies
-                self.rm_status["last_error"] = str(exc)
-                logger.warning("checking the ResourceManager's labels and queues failed: %s", exc)
-
-    def _publish_labels(self, table: Any, version: int) -> None:
-        """RM labels, then queues (capacity-scheduler.xml, ``server/queues.py``) for the classes, plus
-        ``elastic`` once the capacity service has lent servers (their own label and queue). Labels go
-        first: the RM refuses a queue file naming a label it does not have. The elastic queue stays
-        when every elastic server is revoked (the capacity service may lend again)."""
-        classes = list(table.classes) if table is not None else []
-        lent = self._lent_elastic()
-        elastic = bool(lent) or self.elastic.version > 0
-        labels = [c.id for c in classes] + ([ELASTIC_CLASS] if elastic else [])
-        weights = {c.id: float(max(c.servers, 1)) for c in classes}
-        if elastic:
-            weights[ELASTIC_CLASS] = float(max(len(lent), 1))
-        self._published_labels = list(labels)
-        if self._rm is not None and labels:
-            with self._nodes_lock:
-                node_tenant = {n: r.tenant for n, r in self._nodes.items()}
-            node_labels = {n: ELASTIC_CLASS if n in lent else (table.tenant_class.get(t, "") if table is not None else "")
-                           for n, t in node_tenant.items()}
-            try:
-                self._rm.push(labels, node_labels)
-                self.rm_status["pushes"] += 1
-                self.rm_status["last_error"] = ""
-            except Exception as exc:
-                self.rm_status["last_error"] = str(exc)
-                logger.warning("pushing labels to the ResourceManager failed: %s", exc)
-        if self.queues is not None and labels:
-            self.queues.apply(labels, weights, f"class table v{version}")
-
-
-def _cause_of(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc.__context__
-    return errno_name(cause) if cause is not None else type(exc).__name__
