@@ -106,7 +106,6 @@ HOSTILE = [
      "not valid JSON"),
     ("id-number", _events([ev("ok"), {**ev("x"), "id": 7}]), "row 1: field 'id'"),
     ("kind-list", _events([{**ev("a"), "kind": ["resize"]}]), "row 0 ('a'): field 'kind'"),
-    ("timestamp-text", _events([{**ev("a"), "timestamp": "2026-01-01"}]), "row 0 ('a'): field 'timestamp'"),
     ("payload-list", _events([{**ev("a"), "payload": [1]}]), "row 0 ('a'): field 'payload'"),
     ("antecedents-text", _events([{**ev("a"), "antecedents": "base-1"}]), "row 0 ('a'): field 'antecedents'"),
     ("review-text", _events([{**ev("a"), "review": "yes"}]), "row 0 ('a'): field 'review'"),
@@ -118,7 +117,6 @@ HOSTILE = [
     ("id-newline", _events([ev("ok"), ev("a\nb")]), "row 1: field 'id'"),
     ("id-escape", _events([ev("a\x1b[31m")]), "row 0: field 'id'"),
     ("id-formula", _events([ev('=HYPERLINK("http://x","y")')]), "row 0: field 'id'"),
-    ("id-formula-plus", _events([ev("+1+1")]), "row 0: field 'id'"),
     ("note-control", _events([ev("a", note="line\rbreak")]), "row 0 ('a'): field 'note'"),
     ("antecedent-control", _events([ev("a", ("base-1\n",))]), "row 0 ('a'): field 'antecedents[0]'"),
     ("id-already-in-ledger", _events([ev("base-1")]), "already in the ledger"),
@@ -274,7 +272,7 @@ COMMANDS = {"list": ["list"], "add": ["add", "--events", "{events}"], "run": ["r
             "approve": ["approve", "base-1"]}  # fmt: skip
 # every damage through the reader and the writer; the other commands on some of them
 DAMAGE_CASES = [(*d, c) for d in DAMAGE for c in ("list", "add")] + [
-    (*DAMAGE[0], "run"), (*DAMAGE[1], "approve"), (*DAMAGE[3], "run"), (*DAMAGE[4], "approve")]
+    (*DAMAGE[1], "run"), (*DAMAGE[4], "approve")]
 
 
 @pytest.mark.parametrize(("damage", "needle", "command"),
