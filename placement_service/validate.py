@@ -11,6 +11,8 @@ and turn it into their answer: HTTP 400, gRPC ``INVALID_ARGUMENT``, exit status 
 - **Text numbers** (query arguments, flags, environment variables, config strings): the same rules
   after parsing, so ``"nan"``, ``"inf"`` and ``"1e400"`` are refused everywhere.
 - **Epoch timestamps** of queries: 0 .. 2100-01-01.
+- **JSON files** read whole: at most ``MAX_JSON_FILE_BYTES`` when the reader passes ``max_bytes``
+  (read bounded, so a 50 MB file or ``/dev/zero`` is one error, not the memory of the process).
 - **JSON documents**: at most ``MAX_JSON_DEPTH`` levels of nesting, checked without recursion (a
   body nested 100,000 deep is an error, not a crash). A huge integer parses (up to Python's 4,300
   digits) and is then refused by the field's own check, which names the field.
@@ -38,6 +40,7 @@ _CLASS_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,254}")
 MAX_JSON_DEPTH = 64
 MAX_INT_DIGITS = 40  # integers as text: 10^40 is beyond every count, size and sequence number we store
 MAX_EPOCH_S = 4_102_444_800.0  # 2100-01-01: later "epoch seconds" are a unit mistake (ms, us)
+MAX_JSON_FILE_BYTES = 32 * 1024 * 1024  # a JSON input file read whole (e.g. a ledger event batch)
 
 
 class InputError(HarvestError):
@@ -250,12 +253,18 @@ def loads_json(raw: bytes | str, where: str, *, max_depth: int = MAX_JSON_DEPTH,
 
 
 def load_json_file(path: str | Path, what: str, *, max_depth: int = MAX_JSON_DEPTH,
-                   object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
-    """Read and parse a JSON file; every failure is one ``InputError`` line naming the file."""
+                   object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+                   max_bytes: int | None = None) -> Any:
+    """Read and parse a JSON file; every failure is one ``InputError`` line naming the file.
+
+    With ``max_bytes`` at most that many bytes are read; a longer file is refused."""
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
     except OSError as exc:
         raise InputError(f"{path}: cannot read the {what}: {exc.strerror or exc}", str(path)) from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise InputError(f"{path}: the {what} is larger than {max_bytes} bytes; split it", str(path))
     try:
         return loads_json(raw, str(path), max_depth=max_depth, object_pairs_hook=object_pairs_hook)
     except InputError as exc:

@@ -104,8 +104,9 @@ def _execute(args: argparse.Namespace) -> int:
     from placement_service.capacity.flux.checker import check
     from placement_service.capacity.flux.execution import build_dag
     from placement_service.capacity.flux.io import load_json
-    from placement_service.capacity.flux.ledger import Ledger
+    from placement_service.capacity.flux.ledger import Ledger, check_label
 
+    check_label(args.writer, "--writer")
     doc = load_json(args.plan)
     violations = check(doc)
     if violations:
@@ -160,8 +161,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _transition(args: argparse.Namespace) -> int:
-    from placement_service.capacity.flux.ledger import Ledger
+    from placement_service.capacity.flux.ledger import Ledger, check_label, check_note
 
+    if args.action == "approve":
+        check_label(args.operator, "--operator")
+    if args.action == "fail":
+        check_note(args.reason, "--reason")
     with Ledger(args.ledger) as ledger:
         if args.action == "approve":
             ledger.approve(args.ids, args.operator)
@@ -184,8 +189,9 @@ def _orchestrate(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from placement_service.capacity.flux.ledger import Ledger, load_events
+    from placement_service.capacity.flux.ledger import Ledger, check_label, load_events
 
+    check_label(args.writer, "--writer")
     events = load_events(args.events)
     with Ledger(args.ledger) as ledger:
         n = ledger.add(events, writer=args.writer, source=str(args.events))

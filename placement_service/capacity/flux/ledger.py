@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,7 +32,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from placement_service.capacity.flux import FluxError
-from placement_service.validate import MAX_EPOCH_S
+from placement_service.csvsafe import FORMULA_PREFIXES
+from placement_service.validate import MAX_EPOCH_S, MAX_JSON_FILE_BYTES, InputError, check_text
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -73,10 +75,10 @@ class OrchestrationReport:
 
 def load_events(path: str | Path) -> list[Any]:
     """An event file for ``ledger add``: a JSON list of events, or an object ``{"events": [...]}``."""
-    from placement_service.validate import InputError, load_json_file
+    from placement_service.validate import load_json_file
 
     try:
-        doc = load_json_file(path, "event file")
+        doc = load_json_file(path, "event file", max_bytes=MAX_JSON_FILE_BYTES)
     except InputError as exc:
         raise FluxError(str(exc)) from None
     shape = 'expected a JSON list of events or an object {"events": [...]}'
@@ -159,6 +161,33 @@ def _timestamp(value: Any, where: str) -> float:
     return ts
 
 
+MAX_NOTE_LEN = 4096
+
+
+def check_label(value: Any, field: str) -> str:
+    """An event id, writer or operator: 1..253 printable characters, not starting with a spreadsheet
+    formula prefix (``= + - @``, tab, CR), so it is safe in a log line, a terminal and a CSV export."""
+    try:
+        check_text(value, field)
+    except InputError as exc:
+        raise FluxError(str(exc)) from None
+    if value[0] in FORMULA_PREFIXES:
+        raise FluxError(f"{field}: must not start with {value[0]!r} (a spreadsheet formula prefix), got {value[:40]!r}")
+    return str(value)
+
+
+def check_note(value: Any, field: str) -> str:
+    """Free text (a note, a failure reason): at most ``MAX_NOTE_LEN`` printable characters, may be empty."""
+    if not isinstance(value, str):
+        raise FluxError(f"{field}: expected text, got {type(value).__name__}")
+    if value:
+        try:
+            check_text(value, field, max_len=MAX_NOTE_LEN)
+        except InputError as exc:
+            raise FluxError(str(exc)) from None
+    return value
+
+
 def _cycle_text(cycle: Sequence[str]) -> str:
     return " -> ".join(repr(e) for e in cycle)
 
@@ -174,21 +203,74 @@ def _finite_json(value: Any) -> Any:
     return value
 
 
+def _create(path: Path) -> None:
+    """A new, empty ledger at ``path``, whole or not at all: the tables are made in a temporary file
+    beside it, which is then linked into place unless another process created the ledger first.
+    So the ledger file never exists empty or half made (a ``kill -9`` leaves only the temporary)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    try:
+        tmp.unlink(missing_ok=True)
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # persistent: stored in the file header
+            db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+        finally:
+            db.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another writer created it at the same moment; use that one
+    except (OSError, sqlite3.Error) as exc:
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise FluxError(f"{path}: cannot create the ledger: {text}") from None
+    finally:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
 class Ledger:
+    """Open (or create, when the file is missing) a ledger.
+
+    Nothing is written to a file that is not a ledger: a directory, an empty file, a damaged file or
+    another program's SQLite database is refused before the first write; a new ledger's tables are
+    created in one transaction (a kill part-way leaves no half schema)."""
+
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
         self.path = str(path)
+        p = Path(self.path)
+        if p.is_dir():
+            raise FluxError(f"{self.path}: is a directory, not a ledger file")
+        try:
+            if p.exists() and p.stat().st_size == 0 and not Path(f"{self.path}-wal").exists():
+                raise FluxError(f"{self.path}: the file is empty (0 bytes), not a ledger; remove it to start a "
+                                "new ledger file")  # fmt: skip
+            if p.exists():
+                with p.open("rb"):  # sqlite reports an unreadable file only as "unable to open"
+                    pass
+        except OSError as exc:
+            raise FluxError(f"{self.path}: cannot open the ledger: {exc.strerror or exc}") from None
+        if not p.exists():
+            _create(p)
         try:
             self.db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
         except sqlite3.Error as exc:
             raise FluxError(f"{self.path}: cannot open the ledger: {exc}") from None
         try:
+            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"events", "antecedents"} <= tables:
+                raise FluxError(f"{self.path}: not a ledger (an SQLite database with tables "
+                                f"{sorted(tables)[:5]}); give a ledger file or a new file name")  # fmt: skip
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
-            self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             self.db.close()
             raise FluxError(_db_message(self.path, exc)) from None
+        except FluxError:
+            self.db.close()
+            raise
 
     def __enter__(self) -> Ledger:
         return self
@@ -227,6 +309,7 @@ class Ledger:
             eid = ev.get("id")
             if not isinstance(eid, str) or not eid:
                 raise FluxError(f"{at}: field 'id': must be a non-empty string, got {eid!r}")
+            check_label(eid, f"{at}: field 'id'")
             if eid in ids_in_batch:
                 raise FluxError(f"{at} ({eid!r}): field 'id': repeats an earlier row of the batch")
             ids_in_batch.add(eid)
@@ -251,8 +334,7 @@ class Ledger:
             review, note = ev.get("review", False), ev.get("note", "")
             if not isinstance(review, bool):
                 raise FluxError(f"{at} ({eid!r}): field 'review': expected true or false, got {review!r}")
-            if not isinstance(note, str):
-                raise FluxError(f"{at} ({eid!r}): field 'note': expected text, got {type(note).__name__}")
+            check_note(note, f"{at} ({eid!r}): field 'note'")
             rows.append((eid, ts, kind, writer, "proposed", int(review), payload_text, note, now, now))
             edges.extend((eid, a, i, k) for k, a in enumerate(ants))
         # A cycle can only lie inside the batch: events already in the ledger never wait for new ones.
