@@ -132,6 +132,23 @@ def _exposure(placer: ReplicaPlacer, server: int) -> tuple[int, float]:
     return (row // 3 if row >= 0 else -1, placer.reimages_seen(placer.inventory.server[server]))
 
 
+def _admit(placer: ReplicaPlacer, budget: MoveBudget | None, target: str, new: int, old: int,
+           tenants: list[int], block_mb: float) -> str | None:
+    """The last checks of a move whose new replica ``target`` (server index ``new``) is placed:
+    each tenant's byte budget, then the durability exposure against the replica at ``old``. On a
+    refusal the new replica's space is given back and the reason returned (``"budget"`` or
+    ``"exposure"``); else the budget is charged and None returned (the caller completes the move)."""
+    if budget is not None and not budget.allows(tenants, block_mb):
+        placer.release(target, block_mb)
+        return "budget"
+    if _raises_exposure(placer, new, old):
+        placer.release(target, block_mb)
+        return "exposure"
+    if budget is not None:
+        budget.charge(tenants, block_mb)
+    return None
+
+
 def _raises_exposure(placer: ReplicaPlacer, new: int, old: int) -> bool:
     return _exposure(placer, new) > _exposure(placer, old)
 
@@ -222,16 +239,11 @@ def move_at_risk(
         if res.relaxed or new_risk * config.gain > risk[b]:
             placer.release(res.targets[0], block_mb)
             continue
-        if budget is not None and not budget.allows([src_t, int(trial[drop])], block_mb):
-            placer.release(res.targets[0], block_mb)
-            refused_budget += 1
+        refusal = _admit(placer, budget, res.targets[0], new, int(row[drop]), [src_t, int(trial[drop])], block_mb)
+        if refusal is not None:
+            refused_budget += refusal == "budget"
+            refused_exposure += refusal == "exposure"
             continue
-        if _raises_exposure(placer, new, int(row[drop])):
-            placer.release(res.targets[0], block_mb)
-            refused_exposure += 1
-            continue
-        if budget is not None:
-            budget.charge([src_t, int(trial[drop])], block_mb)
         placer.release(old, block_mb)
         row[drop] = new
         tenants[b] = trial
@@ -325,16 +337,11 @@ def move_busy_now(
                 placer.release(res.targets[0], block_mb)
                 continue
             new_t = int(placer.tenant_of(np.array([new]))[0])
-            if budget is not None and not budget.allows([src_t, new_t], block_mb):
-                placer.release(res.targets[0], block_mb)
-                refused_budget += 1
+            refusal = _admit(placer, budget, res.targets[0], new, int(row[drop]), [src_t, new_t], block_mb)
+            if refusal is not None:
+                refused_budget += refusal == "budget"
+                refused_exposure += refusal == "exposure"
                 continue
-            if _raises_exposure(placer, new, int(row[drop])):
-                placer.release(res.targets[0], block_mb)
-                refused_exposure += 1
-                continue
-            if budget is not None:
-                budget.charge([src_t, new_t], block_mb)
             placer.release(old, block_mb)
             row[drop] = new
             tenants[i, drop] = new_t

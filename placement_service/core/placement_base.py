@@ -96,13 +96,15 @@ class _Uniforms:
         return k if k < n else n - 1
 
 
-def pick_from(pool: _Pool, draw: _Uniforms, taken: Collection[int]) -> int | None:
-    """A random active member of ``pool`` not in ``taken`` (rejection, then a scan), or None."""
+def pick_from(pool: _Pool, draw: _Uniforms, taken: Collection[int], tries: int = _TRIES) -> int | None:
+    """A random active member of ``pool`` not in ``taken`` (``tries`` rejection draws, then a scan
+    from one more draw), or None. The per-block fast path makes the first draw itself and calls this
+    with the remaining ``_TRIES - 1``: the same draws as one call."""
     n = pool.n
     if n == 0:
         return None
     items = pool.items
-    for _ in range(_TRIES):
+    for _ in range(tries):
         s = items[draw.index(n)]
         if s not in taken:
             return s

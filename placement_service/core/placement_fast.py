@@ -241,15 +241,4 @@ def _index(draw: _Uniforms, n: int) -> int:
 
 def _pick_from_rest(pool: _Pool, draw: _Uniforms, taken: Collection[int]) -> int | None:
     """``pick_from`` after its first draw missed: the remaining tries, then the scan."""
-    n = pool.n
-    items = pool.items
-    for _ in range(_POOL_TRIES - 1):
-        s = items[draw.index(n)]
-        if s not in taken:
-            return s
-    start = draw.index(n)
-    for j in range(n):
-        s = items[(start + j) % n]
-        if s not in taken:
-            return s
-    return None
+    return pick_from(pool, draw, taken, _POOL_TRIES - 1)
