@@ -78,6 +78,7 @@ def run_version(version: str, spikes: int, maps: int, map_ms: int, work: Path) -
     job = None
     load = []
     try:
+        (work / f"node-{version}").mkdir(parents=True, exist_ok=True)
         node = AgentNode(cluster, "worker1", work / f"node-{version}", spike_mb=1200)
         assert wait_until(lambda: node.explain().get("yarn", {}).get("applied") is not None, 60, step_s=0.5)
         path = node.explain()["reclaim"]["path"]
