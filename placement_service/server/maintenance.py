@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
-import subprocess
 import threading
 import time
 from collections import deque
@@ -56,6 +54,7 @@ from typing import Any
 
 from placement_service import HarvestError
 from placement_service.atomic import atomic_write_text
+from placement_service.server.admin_command import run_admin_command
 
 logger = logging.getLogger(__name__)
 
@@ -294,13 +293,7 @@ class MaintenanceController:
     def _refresh(self) -> bool:
         if not self.refresh_command:
             return True
-        try:
-            done = subprocess.run(shlex.split(self.refresh_command), capture_output=True, text=True,
-                                  timeout=self.refresh_timeout_s, check=False)
-            error = "" if done.returncode == 0 else (
-                f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-500:]}")
-        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-            error = str(exc)
+        error = run_admin_command(self.refresh_command, self.refresh_timeout_s)
         if error:
             self.status["last_error"] = f"{self.refresh_command}: {error}"
             logger.warning("maintenance: refreshing the NameNode failed (retried next tick): %s",

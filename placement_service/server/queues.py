@@ -23,8 +23,6 @@ command, RM reads, health); the service's publisher loop calls ``tick``.
 from __future__ import annotations
 
 import logging
-import shlex
-import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service.atomic import atomic_write_text
+from placement_service.server.admin_command import run_admin_command
 from placement_service.server.health import Health
 from placement_service.server.metrics import Metrics
 
@@ -150,13 +149,7 @@ class QueueSync:
         """Run ``refresh_command``; a failure is a critical health problem until a refresh succeeds."""
         if not self.refresh_command:
             return
-        try:
-            done = subprocess.run(shlex.split(self.refresh_command), capture_output=True, text=True,
-                                  timeout=self.refresh_timeout_s, check=False)
-            error = "" if done.returncode == 0 else (
-                f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-500:]}")
-        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-            error = str(exc)
+        error = run_admin_command(self.refresh_command, self.refresh_timeout_s)
         if error:
             self._refresh_failed = True
             self.status["queue_refresh_error"] = f"{self.refresh_command}: {error}"
