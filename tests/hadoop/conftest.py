@@ -320,6 +320,16 @@ def _prepare(tmp: Path, version: str) -> tuple[dict[tuple[str, str], str], Path,
     return overrides, shim_jar, service, inventory, plan
 
 
+def wait_for(what: str, check: object, timeout_s: float, interval_s: float = 1.0) -> None:
+    """Poll ``check()`` until it is true; an AssertionError naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
 def report_nodes(cluster: HadoopCluster, busy: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     """Agent-style reports for every worker (node = its DataNode host name, the IP address)."""
     now = time.time()

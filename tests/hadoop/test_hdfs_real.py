@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.hadoop.conftest import FIGURES, WORKERS, HadoopCluster, report_nodes
+from tests.hadoop.conftest import wait_for as _wait
 
 pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(900)]
 BLOCK = 1024 * 1024
@@ -21,15 +22,6 @@ BLOCK = 1024 * 1024
 
 def _payload(blocks: int, seed: int) -> bytes:
     return bytes((seed + i) % 251 for i in range(256)) * (blocks * BLOCK // 256)
-
-
-def _wait(what: str, check: object, timeout_s: float, interval_s: float = 1.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def _nn_log(cluster: HadoopCluster) -> str:

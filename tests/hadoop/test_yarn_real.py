@@ -5,26 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.hadoop.conftest import CLASSES, REPO, HadoopCluster
+from tests.hadoop.conftest import wait_for as _wait
 
 pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(900)]
 CLASS_IDS = [c["id"] for c in CLASSES["classes"]]
 #: The agent writes the label file; here the test does, on the hosts named.
 HOST_LABELS = {"worker1": "constant-0", "worker3": "periodic-0"}
-
-
-def _wait(what: str, check: object, timeout_s: float, interval_s: float = 1.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def _cluster_labels(c: HadoopCluster) -> set[str]:
