@@ -16,7 +16,6 @@ import argparse
 import http.client
 import json
 import resource
-import select
 import socket
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_service_common import ROOT, TOKEN, load_average, now_utc
+from tests.readiness import NotReady, ready_line
 
 NOFILE = 256
 
@@ -37,16 +37,11 @@ def _limit() -> None:
 def _start(cmd: list[str], banner: str, log: Path) -> tuple[subprocess.Popen[str], str]:
     with open(log, "a") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT, preexec_fn=_limit)
-    assert proc.stdout is not None
-    deadline, line = time.monotonic() + 180, ""
-    while not line.startswith(banner) and time.monotonic() < deadline:  # the solver may print first
-        ready, _, _ = select.select([proc.stdout], [], [], 5)
-        line = proc.stdout.readline() if ready else ""
-        if ready and not line:
-            break
-    if not line.startswith(banner):
+    try:
+        line = ready_line(proc, banner, 180)
+    except NotReady as exc:
         proc.kill()
-        raise RuntimeError(f"{cmd[3:5]} did not start: {line!r}: {log.read_text()[-1500:]}")
+        raise RuntimeError(f"{cmd[3:5]} did not start: {exc}: {log.read_text()[-1500:]}") from None
     url = next(w for w in line.split() if w.startswith("http"))
     return proc, url
 

@@ -13,7 +13,6 @@ solve discarded as stale.
 from __future__ import annotations
 
 import json
-import select
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_service_common import ROOT, TOKEN, load_average, now_utc
+from tests.readiness import NotReady, ready_line
 
 
 def _call(url: str, method: str = "GET", body: Any = None) -> Any:
@@ -46,13 +46,10 @@ def main() -> None:
                              "--budget-s", "20", "--interval-s", "300"],
                             stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)  # fmt: skip
     try:
-        assert proc.stdout is not None
-        line = ""
-        while not line.startswith("harvest ras serve:"):
-            ready, _, _ = select.select([proc.stdout], [], [], 120)
-            line = proc.stdout.readline() if ready else ""
-            if not ready or (not line and proc.poll() is not None):
-                raise RuntimeError(f"did not start: {(tmp / 'serve.log').read_text()[-1500:]}")
+        try:
+            line = ready_line(proc, "harvest ras serve:", 120)
+        except NotReady as exc:
+            raise RuntimeError(f"did not start: {exc}: {(tmp / 'serve.log').read_text()[-1500:]}") from None
         url = line.split()[3]
         t0 = time.monotonic()
         answer = _call(f"{url}/v1/failures", "POST", {"servers": ["srv0000"], "reason": "bench", "source": "bench"})

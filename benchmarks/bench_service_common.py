@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -14,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.readiness import NotReady, ready_line
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "bench-token"
@@ -62,12 +63,11 @@ def start_server(data_dir: Path, *extra: str, tree: Path = ROOT) -> Server:
            "--grpc-port", "0", "--token-file", str(token_file), *extra]
     log = open(data_dir.parent / "server.log", "a")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=tree)
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 120)
-    line = proc.stdout.readline() if ready else ""
-    if not line.startswith("harvest serve:"):
+    try:
+        line = ready_line(proc, "harvest serve:", 120)
+    except NotReady as exc:
         proc.kill()
-        raise RuntimeError(f"server did not start: {line!r}")
+        raise RuntimeError(f"server did not start: {exc}") from None
     parts = line.split()
     return Server(proc, parts[2], parts[4], data_dir)
 

@@ -6,18 +6,50 @@ A model here is column-wise: ``cost``, column bounds, row bounds and a CSC matri
 
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
+import threading
 from collections.abc import Iterable
 
 import highspy
 import numpy as np
 from scipy import sparse
 
+_FIRST = threading.Lock()
+_constructed = False
+
+
+def new_highs() -> highspy.Highs:
+    """A fresh ``highspy.Highs``: the one way the capacity models construct one.
+
+    HiGHS writes a licence banner straight to file descriptor 1 the first time a process constructs
+    one, whatever ``output_flag`` is set to afterwards. Our stdout carries a service's ready line and
+    the CLI's answers, which supervisors and scripts parse, so that first construction runs with fd 1
+    pointed at fd 2: the banner goes to the log beside our other diagnostics.
+    """
+    global _constructed
+    with _FIRST:
+        if _constructed:
+            return highspy.Highs()
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            os.dup2(2, 1)
+            h = highspy.Highs()
+            ctypes.CDLL(None).fflush(None)  # the banner may sit in C stdio's buffer: out before fd 1 is back
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        _constructed = True
+        return h
+
 
 def highs_for(
     *, time_limit_s: float, threads: int, seed: int, output: bool, **options: bool | float | str
 ) -> highspy.Highs:
     """A HiGHS instance with the options every capacity model sets, plus ``options``."""
-    h = highspy.Highs()
+    h = new_highs()
     h.setOptionValue("output_flag", bool(output))
     h.setOptionValue("time_limit", max(0.1, float(time_limit_s)))
     h.setOptionValue("threads", int(threads))

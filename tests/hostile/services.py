@@ -9,7 +9,6 @@ to read back what it acknowledged.
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from placement_service.cli import main
+from tests.readiness import NotReady, ready_line
 from tests.server.conftest import TOKEN, ServerProc, report, start_server
 
 
@@ -37,21 +37,12 @@ def start_capacity(data_dir: Path, *extra: str, region: Path | None = None, pree
     with open(log, "a") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=dict(os.environ),
                                 preexec_fn=preexec_fn)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 60
-    line = ""
-    while time.monotonic() < deadline and not line.startswith("harvest ras serve:"):
-        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
-        if ready:
-            line = proc.stdout.readline()  # the solver may print a line first
-            if not line:
-                break
-        elif proc.poll() is not None:
-            break
-    if not line.startswith("harvest ras serve:"):
+    try:
+        line = ready_line(proc, "harvest ras serve:", 60)
+    except NotReady as exc:
         proc.kill()
         proc.wait()
-        raise RuntimeError(f"capacity service did not start: {line!r}; log:\n{log.read_text()[-3000:]}")
+        raise RuntimeError(f"capacity service did not start: {exc}; log:\n{log.read_text()[-3000:]}") from None
     return ServerProc(proc=proc, http=line.split()[3], grpc="", data_dir=data_dir, log=log)
 
 

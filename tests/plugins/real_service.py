@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import select
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -14,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.readiness import NotReady, ready_line
 
 
 @dataclass(frozen=True)
@@ -44,15 +44,10 @@ def real_service(tmp: Path, classes_file: Path) -> Iterator[RealService]:
     log = open(tmp / "service.log", "w")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
     try:
-        assert proc.stdout is not None
-        line = ""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            if select.select([proc.stdout], [], [], 0.5)[0]:
-                line = proc.stdout.readline()
-                break
-        if not line.startswith("harvest serve:"):
-            raise RuntimeError(f"service did not start: {line!r}: {(tmp / 'service.log').read_text()[-2000:]}")
+        try:
+            line = ready_line(proc, "harvest serve:", 60)
+        except NotReady as exc:
+            raise RuntimeError(f"service did not start: {exc}: {(tmp / 'service.log').read_text()[-2000:]}") from None
         yield RealService(line.split()[2], token, token_file)
     finally:
         proc.terminate()

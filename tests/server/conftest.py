@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.readiness import NotReady, ready_line
 
 TOKEN = "test-token-7f3a"
 RECLUSTER_WAIT_S = 180.0
@@ -92,20 +92,12 @@ def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None,
     with open(log, "a") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=full_env,
                                 preexec_fn=preexec_fn)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 60
-    line = ""
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
-        if ready:
-            line = proc.stdout.readline()
-            break
-        if proc.poll() is not None:
-            break
-    if not line.startswith("harvest serve:"):
+    try:
+        line = ready_line(proc, "harvest serve:", 60)
+    except NotReady as exc:
         proc.kill()
         proc.wait()
-        raise RuntimeError(f"server did not start: {line!r}; log:\n{log.read_text()[-3000:]}")
+        raise RuntimeError(f"server did not start: {exc}; log:\n{log.read_text()[-3000:]}") from None
     parts = line.split()
     return ServerProc(proc=proc, http=parts[2], grpc=parts[4], data_dir=data_dir, log=log)
 

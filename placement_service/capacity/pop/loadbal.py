@@ -31,6 +31,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from placement_service.capacity.highs import highs_for
 from placement_service.capacity.pop.partition import partition
 
 
@@ -119,11 +120,7 @@ def solve_exact(p: LoadProblem, time_limit_s: float = 60.0, mip_rel_gap: float =
     hi += [np.ones(n_sh), np.full(n_sh, np.inf)]
     k += 2 * n_sh
     a = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(k, 2 * nv))
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
-    h.setOptionValue("time_limit", float(time_limit_s))
-    h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+    h = highs_for(time_limit_s=time_limit_s, threads=1, seed=0, output=False, mip_rel_gap=float(mip_rel_gap))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = 2 * nv, k
     lp.col_cost_ = cost

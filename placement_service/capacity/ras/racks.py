@@ -27,6 +27,7 @@ from collections.abc import Mapping
 import highspy
 import numpy as np
 
+from placement_service.capacity.highs import highs_for
 from placement_service.capacity.ras.aggregate import Aggregate
 from placement_service.capacity.ras.domain import Region, Request, Settings
 from placement_service.capacity.ras.rows import ConstraintRows
@@ -139,11 +140,7 @@ def improve(
     # ---- solve
     matrix = constraints.matrix(n_cols)
     n_rows = constraints.n_rows
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", 10.0)
-    h.setOptionValue("threads", int(settings.threads))
-    h.setOptionValue("mip_rel_gap", 0.01)
+    h = highs_for(time_limit_s=10.0, threads=int(settings.threads), seed=0, output=False, mip_rel_gap=0.01)
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n_cols, n_rows
     lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, lower, upper

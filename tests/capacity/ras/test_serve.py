@@ -124,3 +124,34 @@ def test_out_of_range_request_numbers_are_refused(cap: ServerProc, request_doc: 
     assert status == 400, (status, doc)
     assert field in doc["error"]["message"]
     assert cap.call("GET", "/healthz")[1]["plan_version"] == version
+
+
+def test_stdout_holds_only_our_lines_when_the_solver_runs_before_ready(tmp_path: Path) -> None:
+    """CI failure (2026-11-29): HiGHS prints a licence banner to fd 1 on its first construction in a
+    process. When the first solve started before the ready line was printed, the first stdout line a
+    supervisor read was the banner. Our stdout carries our lines only."""
+    region = capacity_region(tmp_path / "region")
+    data = tmp_path / "data"
+    data.mkdir()
+    token = tmp_path / "token"
+    token.write_text("t0ken-for-stdout\n")
+    proc = subprocess.Popen(_serve_argv(region, data, token), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().decode()  # --interval-s 0 solves at start, in its own thread
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert first.startswith("harvest ras serve:"), (first, err.decode()[-2000:])
+
+
+def test_a_solve_writes_nothing_but_its_answer_to_stdout(tmp_path: Path) -> None:
+    """``harvest ras solve`` over every HiGHS path (per-request LP, rack spread, POP load balance):
+    stdout is our summary alone, whatever the solver library prints on its own."""
+    region = capacity_region(tmp_path / "region")
+    proc = subprocess.run([sys.executable, "-m", "placement_service.cli", "ras", "solve", "--inventory",
+                           str(region / "inventory.csv"), "--reservations", str(region / "reservations.json"),
+                           "--out", str(tmp_path / "plan.json"), "--pop-k", "2", "--workers", "1",
+                           "--time-limit-s", "20"], capture_output=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert b"HiGHS" not in proc.stdout, proc.stdout[:500]
