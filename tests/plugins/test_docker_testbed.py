@@ -110,10 +110,11 @@ def test_testbed_configs_parse(path: Path) -> None:
 
 
 def test_primary_load_series_and_percentiles() -> None:
-    mod = load_module(DOCKER / "scripts" / "primary_load.py")
+    from scheduler_plugin.testbed import primary as mod
+
     rows = [(0, "a", 0.2), (0, "a", 0.4), (300, "a", 1.5), (0, "b", 0.9), (600, "a", float("nan"))]
     assert mod.tenant_series(rows, "a") == [(0, pytest.approx(0.3)), (300, 1.0)]
-    with pytest.raises(SystemExit, match="no samples"):
+    with pytest.raises(mod.PrimaryError, match="no samples"):
         mod.tenant_series(rows, "zz")
     assert mod.percentile([5, 1, 3, 2, 4], 0.5) == 3
     assert mod.percentile([5, 1, 3, 2, 4], 0.99) == 5
