@@ -48,6 +48,7 @@ def connect() -> Any:
         raise TpcdsError(f"no tpcds.duckdb_extension in {Path(duckdb_extension_tpcds.__file__).parent}")
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD '{found[-1]}'")
+    con.execute("SET enable_progress_bar = false")
     return con
 
 
