@@ -403,7 +403,7 @@ def up(cfg: UpConfig) -> dict[str, Any]:
     if not token_file.exists():
         atomic_write_text(token_file, secrets.token_hex(24) + "\n")
     http_port, grpc_port = _free_port(), _free_port()
-    svc = {"http_port": http_port, "grpc_port": grpc_port, "http": f"http://127.0.0.1:{http_port}",
+    svc: dict[str, Any] = {"http_port": http_port, "grpc_port": grpc_port, "http": f"http://127.0.0.1:{http_port}",
            "grpc": f"127.0.0.1:{grpc_port}", "token_file": str(token_file), "data_dir": str(directory / "service" / "data")}
     state: dict[str, Any] = {"dir": str(directory), "state": "starting", "workers": cfg.workers, "processes": [],
                              "service": svc, "mode": cfg.mode, "timings_s": {},

@@ -182,6 +182,29 @@ def test_routing_per_mode(tmp_path: Path) -> None:
     assert runner.hiveserver2(state) == ("jdbc:hive2://10.0.0.1:10000", "/c/bin/beeline")
 
 
+def test_run_query_goes_through_harvest_hive(tmp_path: Path, fixtures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The query step for real through ``harvest hive``, with tests/plugins/test_hive.py's fake beeline
+    (it prints a fixture plan and a Tez summary with 3 killed and 1 failed attempt)."""
+    from tests.plugins.test_hive import FAKE_BEELINE
+
+    exe = tmp_path / "beeline"
+    exe.write_text(FAKE_BEELINE.format(python=sys.executable))
+    exe.chmod(0o755)
+    monkeypatch.setenv("FAKE_BEELINE_LOG", str(tmp_path / "beeline.log"))
+    monkeypatch.setenv("FAKE_BEELINE_EXPLAIN", str(fixtures / "ambari_explain_join.json"))
+    state = _state(tmp_path, hiveserver2={"address": "hs2:10000", "beeline": str(exe)}, cluster={"bin": "/none"})
+    sql = tmp_path / "query7.sql"
+    sql.write_text("select power.adate from power join power2 on power.adate = power2.adate;\n")
+    rec = runner.run_query(state, sql, "pt")
+    assert rec["exit_code"] == 0 and rec["error"] == "", rec
+    assert (rec["killed_attempts"], rec["failed_attempts"], rec["queue"], rec["source"]) == (3, 1, "default", "default")
+    calls = [json.loads(line) for line in (tmp_path / "beeline.log").read_text().splitlines()]
+    assert calls[-1][:2] == ["-u", "jdbc:hive2://hs2:10000/tpcds"]
+    monkeypatch.setenv("FAKE_BEELINE_EXIT", "2")
+    rec = runner.run_query(state, sql, "stock")
+    assert rec["exit_code"] == 2 and rec["error"].startswith("exit 2")
+
+
 def test_run_loop_switches_modes_and_records_probe_and_outcome(tmp_path: Path, tpcds: Path) -> None:
     state = _state(tmp_path)
     for host in state["tenants"]:
