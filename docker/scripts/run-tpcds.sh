@@ -34,7 +34,6 @@ beeline -u "$URL" -e "CREATE DATABASE IF NOT EXISTS $DB"
 beeline -u "$URL/$DB" -f "$GEN/ddl.sql"
 
 # 3. Queries through the router, each run's decision and outcome kept as JSON.
-start_s="$(date +%s)"
 for round in $(seq 1 "$ROUNDS"); do
   for q in "${queries[@]}"; do
     sql="$GEN/queries/query${q}.sql"
@@ -46,10 +45,10 @@ for round in $(seq 1 "$ROUNDS"); do
       > "$RESULTS/runs/r${round}-q${q}.out" || echo "query $q failed (kept in its result file)" >&2
   done
 done
-end_s="$(date +%s)"
 
 # 4. Kills as the agents count them (their /metrics), then one summary.
 for i in 1 2 3; do
   curl -fs "http://worker$i:9464/metrics" > "$RESULTS/agent-metrics-worker$i.txt" || true
 done
-python3 /opt/testbed/scripts/summarize.py "$RESULTS" "$start_s" "$end_s"
+# The same report as `harvest testbed report` (scheduler_plugin/testbed/report.py).
+python3 -m scheduler_plugin.testbed.report --hive-results "$RESULTS" --out "$RESULTS/report"

@@ -8,6 +8,12 @@ Reads ``D/runs/records.json`` (``runner.py``) and writes into ``--out`` (default
     latency.png        the primaries' p50 / p99 per mode next to their own no-secondary baseline
     report.md          the summary table per mode and the figures
 
+The ``docker/`` testbed writes the same page from its own results (``run-tpcds.sh``:
+``python3 -m scheduler_plugin.testbed.report --hive-results /results --out /results/report``):
+``records_from_hive_results`` turns its ``runs/r<round>-q<N>.json`` (``harvest hive --result-json``)
+and ``primary-latency-<worker>.csv`` into records (mode ``harvest``; the windows before the first
+query form the baseline).
+
 Per mode: query runs, runs that succeeded (exit 0), mean job time, attempts killed and failed
 (unknown counts as missing, not as 0), the primaries' median p50 and worst p99, and the p99 relative
 to the baseline rows' worst p99.
@@ -15,14 +21,17 @@ to the baseline rows' worst p99.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
+import re
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
 from placement_service.atomic import atomic_write_text
-from scheduler_plugin.testbed.runner import RECORD_FIELDS
+from scheduler_plugin.testbed.runner import RECORD_FIELDS, probe_stats
 from scheduler_plugin.testbed.testbed import TestbedError
 
 
@@ -165,3 +174,67 @@ def write_report(records_path: Path, out: Path, *, figures: bool = True) -> Path
     page = out / "report.md"
     atomic_write_text(page, "\n".join(lines) + "\n")
     return page
+
+
+_RUN_NAME = re.compile(r"^r(\d+)-q(\d+)\.json$")
+
+
+def records_from_hive_results(results: Path, *, mode: str = "harvest", window_s: float = 60.0) -> dict[str, Any]:
+    """Records of the docker testbed's run: one per ``runs/r<round>-q<N>.json``, its time span
+    (file time minus duration .. file time) against ``primary-latency-*.csv``; a baseline record from
+    the latency windows before the first query."""
+    files = sorted(results.glob("primary-latency-*.csv"))
+    records: list[dict[str, Any]] = []
+    for path in sorted((results / "runs").glob("r*-q*.json")):
+        m = _RUN_NAME.match(path.name)
+        if not m:
+            continue
+        try:
+            run = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise TestbedError(f"{path}: unreadable run result ({exc})") from None
+        end = path.stat().st_mtime
+        duration = float(run.get("duration_s") or 0.0)
+        decision = run.get("decision") or {}
+        p50, p99 = probe_stats(files, end - duration, end, window_s)
+        records.append({"round": int(m.group(1)), "mode": mode, "query": int(m.group(2)),
+                        "started_s": round(end - duration, 3), "job_time_s": run.get("duration_s"),
+                        "exit_code": run.get("exit_code"), "killed_attempts": run.get("killed_attempts"),
+                        "failed_attempts": run.get("failed_attempts"), "queue": decision.get("queue"),
+                        "classes": " ".join(decision.get("classes") or []), "job_type": decision.get("job_type"),
+                        "source": decision.get("source"), "primary_p50_ms": p50, "primary_p99_ms": p99, "error": ""})
+    records.sort(key=lambda r: (r["round"], r["started_s"]))
+    if records:
+        first = min(r["started_s"] for r in records)
+        p50, p99 = probe_stats(files, 0.0, first - window_s, 0.0)
+        if p50 is not None:
+            records.insert(0, {"round": 1, "mode": "baseline", "query": None, "started_s": None, "job_time_s": None,
+                               "primary_p50_ms": p50, "primary_p99_ms": p99, "error": ""})
+    queries = sorted({r["query"] for r in records if r["query"] is not None})
+    rounds = max((r["round"] for r in records), default=0)
+    return {"queries": queries, "rounds": rounds, "modes": [mode], "scale": None, "records": records}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m scheduler_plugin.testbed.report",
+                                 description="The testbed report from the docker testbed's results directory.")
+    ap.add_argument("--hive-results", type=Path, required=True, help="directory with runs/ and primary-latency-*.csv")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--window-s", type=float, default=60.0, help="the primaries' latency window (default 60)")
+    args = ap.parse_args(argv)
+    try:
+        doc = records_from_hive_results(args.hive_results, window_s=args.window_s)
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.out / "records.json", json.dumps(doc, indent=1) + "\n")
+        page = write_report(args.out / "records.json", args.out)
+    except TestbedError as exc:
+        print(f"report: error: {exc}", file=sys.stderr)
+        return 2
+    ok = sum(1 for r in doc["records"] if r["mode"] != "baseline" and r.get("exit_code") == 0)
+    total = sum(1 for r in doc["records"] if r["mode"] != "baseline")
+    print(f"{ok}/{total} query runs succeeded; see {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
