@@ -448,6 +448,8 @@ def up(cfg: UpConfig) -> dict[str, Any]:
         write_state(directory, state)
         state["cluster"] = cluster.up(plan, timeout_s=cfg.timeout_s)
         state["version"] = plan.version
+        daemons = json.loads((plan.dir / cluster.STATE_FILE).read_text())["processes"]
+        state["cluster_processes"] = [{k: p[k] for k in ("role", "host", "pid")} for p in daemons]
         mark("cluster", t0)
 
         t0 = time.monotonic()
