@@ -122,6 +122,15 @@ def test_up_refuses_a_directory_with_a_running_testbed(tmp_path: Path) -> None:
         testbed.stop_processes([rec])
 
 
+def test_up_that_fails_early_says_why_and_leaves_a_stopped_state(tmp_path: Path) -> None:
+    with pytest.raises(TestbedError, match=r"--trace .*nope.csv.gz: no such file"):
+        testbed.up(testbed.UpConfig(workers=2, directory=tmp_path, trace=tmp_path / "nope.csv.gz"))
+    state = testbed.read_state(tmp_path)
+    assert state["state"] == "stopped" and "no such file" in state["error"] and state["processes"] == []
+    with pytest.raises(TestbedError, match="--workers: expected 1..40"):
+        testbed.up(testbed.UpConfig(workers=0, directory=tmp_path))
+
+
 def test_tenants_are_taken_pattern_by_pattern() -> None:
     doc = {"classes": [{"id": "p0", "pattern": "periodic", "tenants": ["a", "b"]},
                        {"id": "c0", "pattern": "constant", "tenants": ["c"]},
