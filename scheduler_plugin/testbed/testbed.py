@@ -350,9 +350,36 @@ def restore_node_sizes(state: dict[str, Any]) -> None:
             raise TestbedError(f"could not give {h['name']}'s NodeManager its size back: {exc}") from None
 
 
+def node_sizes(state: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """What the RM holds per node: host name -> (memory MB, vcores)."""
+    url = f"http://{state['cluster']['resourcemanager']['http']}/ws/v1/cluster/nodes"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 (our own RM)
+            nodes = (json.loads(resp.read()).get("nodes") or {}).get("node") or []
+    except (OSError, ValueError) as exc:
+        raise TestbedError(f"GET {url}: {exc}") from None
+    return {str(n["nodeHostName"]): (int(n["totalResource"]["memory"]), int(n["totalResource"]["vCores"]))
+            for n in nodes}
+
+
+def wait_advertised(state: dict[str, Any], timeout_s: float = 120.0) -> None:
+    """Wait until every NodeManager's size in the RM is the agent's (not the configured 2,048 MB / 4 vcores:
+    an agent lends at most capacity - reserve, 3 vcores), so a mode's first query meets the agents' sizes."""
+    full = (NM_MEMORY_MB, NM_VCORES)
+    deadline = time.monotonic() + timeout_s
+    sizes: dict[str, tuple[int, int]] = {}
+    while time.monotonic() < deadline:
+        sizes = node_sizes(state)
+        if len(sizes) == len(state["tenants"]) and full not in sizes.values():
+            return
+        time.sleep(1.0)
+    raise TestbedError(f"the agents did not set the nodes' sizes in the RM within {timeout_s:.0f} s: {sizes}; "
+                       f"logs in {Path(state['dir']) / 'logs'}")
+
+
 def set_mode(directory: Path, mode: str) -> dict[str, Any]:
-    """Switch the testbed to ``mode``: agents running (harvest, pt) or stopped with the NodeManagers'
-    sizes restored (stock). Returns the new state."""
+    """Switch the testbed to ``mode``: agents running and their node sizes in the RM (harvest, pt), or
+    stopped with the NodeManagers' configured sizes restored (stock). Returns the new state."""
     if mode not in MODES:
         raise TestbedError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
     directory = directory.resolve()
@@ -372,6 +399,7 @@ def set_mode(directory: Path, mode: str) -> dict[str, Any]:
                 start_agent(state, directory, host)
         state["mode"] = mode
         write_state(directory, state)
+        wait_advertised(state)
     return state
 
 
