@@ -47,16 +47,23 @@ QueryFn = Callable[[dict[str, Any], Path, str], dict[str, Any]]
 def hiveserver2(state: dict[str, Any]) -> tuple[str, str]:
     """(JDBC URL without database, beeline executable) of the testbed's HiveServer2.
 
-    The state's ``hiveserver2`` is ``"host:port"`` or ``{"address": "host:port", "beeline": PATH}``
+    Taken from the state's ``hiveserver2``, else the cluster's (``harvest hadoop up``'s object):
+    ``"host:port"``, ``{"address": "host:port", "beeline": PATH}`` or ``{"jdbc": "jdbc:hive2://host:port[/db]"}``
     (default beeline: ``<cluster>/bin/beeline``)."""
-    hs2 = state.get("hiveserver2")
+    hs2 = state.get("hiveserver2") or (state.get("cluster") or {}).get("hiveserver2")
     if not hs2:
         raise TestbedError(f"{state.get('dir')}: this testbed has no HiveServer2 ('hiveserver2' is empty in "
                            f"{testbed.STATE_FILE}); queries cannot run")
-    address = hs2 if isinstance(hs2, str) else str(hs2["address"])
     default_beeline = str(Path(state["cluster"]["bin"]) / "beeline")
-    beeline = default_beeline if isinstance(hs2, str) else str(hs2.get("beeline") or default_beeline)
-    return f"jdbc:hive2://{address}", beeline
+    if isinstance(hs2, str):
+        return f"jdbc:hive2://{hs2}", default_beeline
+    if hs2.get("address"):
+        address = str(hs2["address"])
+    elif str(hs2.get("jdbc", "")).startswith("jdbc:hive2://"):
+        address = str(hs2["jdbc"])[len("jdbc:hive2://"):].split("/", 1)[0]
+    else:
+        raise TestbedError(f"hiveserver2 {hs2!r}: expected 'host:port' or an object with 'address' or 'jdbc'")
+    return f"jdbc:hive2://{address}", str(hs2.get("beeline") or default_beeline)
 
 
 def run_sql_file(state: dict[str, Any], path: Path, database: str = "default") -> None:

@@ -189,6 +189,12 @@ def test_routing_per_mode(tmp_path: Path) -> None:
     state["cluster"] = {"bin": "/c/bin"}
     state["hiveserver2"] = "10.0.0.1:10000"
     assert runner.hiveserver2(state) == ("jdbc:hive2://10.0.0.1:10000", "/c/bin/beeline")
+    state["hiveserver2"] = None
+    state["cluster"]["hiveserver2"] = {"jdbc": "jdbc:hive2://10.0.0.2:10001/default", "beeline": "/b"}
+    assert runner.hiveserver2(state) == ("jdbc:hive2://10.0.0.2:10001", "/b")
+    state["cluster"]["hiveserver2"] = {"port": 1}
+    with pytest.raises(TestbedError, match="expected 'host:port' or an object"):
+        runner.hiveserver2(state)
 
 
 def test_run_query_goes_through_harvest_hive(tmp_path: Path, fixtures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
