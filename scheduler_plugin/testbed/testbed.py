@@ -377,6 +377,24 @@ def wait_advertised(state: dict[str, Any], timeout_s: float = 120.0) -> None:
                        f"logs in {Path(state['dir']) / 'logs'}")
 
 
+def service_node(state: dict[str, Any], host: str) -> dict[str, Any] | None:
+    """The placement service's view of a worker (its agent's last report, tenant, class); None before
+    its first report."""
+    svc = state["service"]
+    token = Path(svc["token_file"]).read_text().strip()
+    url = f"{svc['http']}/v1/nodes/{_node_name(state, host)}"
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 (our own service)
+            return dict(json.loads(resp.read()))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise TestbedError(f"GET {url}: HTTP {exc.code}") from None
+    except (OSError, ValueError) as exc:
+        raise TestbedError(f"GET {url}: {exc}") from None
+
+
 def set_mode(directory: Path, mode: str) -> dict[str, Any]:
     """Switch the testbed to ``mode``: agents running and their node sizes in the RM (harvest, pt), or
     stopped with the NodeManagers' configured sizes restored (stock). Returns the new state."""

@@ -56,6 +56,13 @@ def test_up_switch_modes_down_leaves_nothing(capsys: pytest.CaptureFixture[str])
         # the agents advertise the harvestable share (capacity - primary - reserve), not the NM's 2048/4
         full = (testbed.NM_MEMORY_MB, testbed.NM_VCORES)
         assert _wait(lambda: all(size != full for size in _node_sizes(state)), 120), _node_sizes(state)
+        # the agents report to the service as their worker's tenant, which the history's classes know
+        classes = json.loads(Path(state["classes_file"]).read_text())["tenants"]
+        assert _wait(lambda: all(testbed.service_node(state, h) for h in state["tenants"]), 60)
+        for host, tenant in state["tenants"].items():
+            node = testbed.service_node(state, host)
+            assert node is not None and node["tenant"] == tenant, node
+            assert node["class_id"] == classes[tenant]["class"], node
         # the primaries probe
         assert _wait(lambda: all(Path(p["latency_file"]).read_text().count("\n") >= 2
                                  for p in state["processes"] if p["role"] == "primary"), 60)
