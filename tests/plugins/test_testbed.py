@@ -112,6 +112,18 @@ def test_down_stops_what_it_started_and_nothing_else(tmp_path: Path) -> None:
         stranger.wait()
 
 
+def test_a_process_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    rec = testbed.start_process(state, tmp_path, "service", "master",
+                                [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                                 "print('ready', flush=True); time.sleep(300)"], tmp_path / "logs" / "stubborn.log")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "ready" not in (tmp_path / "logs" / "stubborn.log").read_text():
+        time.sleep(0.05)
+    assert testbed.stop_processes([rec], grace_s=0.5) == 1
+    assert procs.start_time(rec["pid"]) is None
+
+
 def test_up_refuses_a_directory_with_a_running_testbed(tmp_path: Path) -> None:
     state = _state(tmp_path)
     rec = testbed.start_process(state, tmp_path, "service", "master", ["sleep", "300"], tmp_path / "logs" / "s.log")
