@@ -198,9 +198,21 @@ def choose_tenants(classes_doc: dict[str, Any], workers: int) -> list[str]:
     return [interleaved[i % len(interleaved)] for i in range(workers)]
 
 
+def history_is_current(hist: Path, params: dict[str, Any]) -> bool:
+    """``hist`` holds classes learnt from the same trace and size (``params.json``)."""
+    try:
+        return (hist / "classes.json").exists() and json.loads((hist / "params.json").read_text()) == params
+    except (OSError, ValueError):
+        return False
+
+
 def _history(cfg: UpConfig, directory: Path, log: Path) -> tuple[Path, dict[str, Any]]:
     hist = directory / "history"
     classes = hist / "classes.json"
+    params = {"trace": str(cfg.trace.resolve()), "history_vms": cfg.history_vms}
+    made_from = hist / "params.json"
+    if not history_is_current(hist, params):
+        classes.unlink(missing_ok=True)  # none yet, or of another trace or size: learn again
     if not classes.exists():
         if not cfg.trace.exists():
             raise TestbedError(f"--trace {cfg.trace}: no such file (a wide per-VM CPU CSV, e.g. the Azure V1 one)")
@@ -210,6 +222,7 @@ def _history(cfg: UpConfig, directory: Path, log: Path) -> tuple[Path, dict[str,
         _run([*_py(), "cluster", "--utilization", str(hist / "utilization.csv.gz"), "--reimages",
               str(hist / "reimages.csv.gz"), "--inventory", str(hist / "inventory.csv.gz"), "--out", str(classes),
               "--seed", "7"], "harvest cluster", log)
+        atomic_write_json(made_from, params)
     return hist / "utilization.csv.gz", dict(json.loads(classes.read_text()))
 
 

@@ -143,6 +143,17 @@ def test_up_that_fails_early_says_why_and_leaves_a_stopped_state(tmp_path: Path)
         testbed.up(testbed.UpConfig(workers=0, directory=tmp_path))
 
 
+def test_history_is_learnt_again_for_another_trace_or_size(tmp_path: Path) -> None:
+    params = {"trace": "/a.csv.gz", "history_vms": 12}
+    assert not testbed.history_is_current(tmp_path, params)
+    (tmp_path / "classes.json").write_text("{}")
+    assert not testbed.history_is_current(tmp_path, params)  # of unknown origin
+    (tmp_path / "params.json").write_text(json.dumps(params))
+    assert testbed.history_is_current(tmp_path, params)
+    assert not testbed.history_is_current(tmp_path, {**params, "history_vms": 20})
+    assert not testbed.history_is_current(tmp_path, {**params, "trace": "/b.csv.gz"})
+
+
 def test_tenants_are_taken_pattern_by_pattern() -> None:
     doc = {"classes": [{"id": "p0", "pattern": "periodic", "tenants": ["a", "b"]},
                        {"id": "c0", "pattern": "constant", "tenants": ["c"]},
