@@ -21,9 +21,10 @@ time and command line. ``down`` stops each recorded process group that is still 
 started (same start time and the same command line in ``/proc/PID/cmdline``; anything else is
 left alone), then the cluster (``cluster.down``), and checks that no recorded PID survives.
 
-Modes (``set_mode``): **harvest** and **pt** run the agents (capacity and reserve as configured);
-**stock** stops them and gives each NodeManager back its configured size in the RM. How a query
-is routed per mode is ``runner.py``'s business.
+Modes (``set_mode``, ``roles.py``): **harvest** and **pt** run the agents (capacity and reserve as
+configured); **stock** stops them and gives each NodeManager back its configured size in the RM.
+How a query is routed per mode is ``runner.py``'s business. The state file and the process records:
+``state.py``. The names of both are importable from here.
 """
 
 from __future__ import annotations
@@ -32,37 +33,40 @@ import csv
 import itertools
 import json
 import os
-import re
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from placement_service import HarvestError
 from placement_service.atomic import atomic_write_json, atomic_write_text
-from scheduler_plugin.testbed import cluster, procs
+from scheduler_plugin.testbed import cluster
+from scheduler_plugin.testbed.roles import AGENT_CAPACITY as AGENT_CAPACITY
+from scheduler_plugin.testbed.roles import MODES as MODES
+from scheduler_plugin.testbed.roles import NM_MEMORY_MB as NM_MEMORY_MB
+from scheduler_plugin.testbed.roles import NM_VCORES as NM_VCORES
+from scheduler_plugin.testbed.roles import node_sizes as node_sizes
+from scheduler_plugin.testbed.roles import service_node as service_node
+from scheduler_plugin.testbed.roles import set_mode as set_mode
+from scheduler_plugin.testbed.roles import start_agent as start_agent
+from scheduler_plugin.testbed.roles import start_primary as start_primary
+from scheduler_plugin.testbed.roles import start_service as start_service
+from scheduler_plugin.testbed.state import REPO as REPO
+from scheduler_plugin.testbed.state import STATE_FILE as STATE_FILE
+from scheduler_plugin.testbed.state import TestbedError as TestbedError
+from scheduler_plugin.testbed.state import _env as _env
+from scheduler_plugin.testbed.state import _free_port, _py, _run
+from scheduler_plugin.testbed.state import ours as ours
+from scheduler_plugin.testbed.state import read_state as read_state
+from scheduler_plugin.testbed.state import say as say
+from scheduler_plugin.testbed.state import start_process as start_process
+from scheduler_plugin.testbed.state import stop_processes as stop_processes
+from scheduler_plugin.testbed.state import write_state as write_state
 
-STATE_FILE = "testbed.json"
-MODES = ("harvest", "pt", "stock")
 DEFAULT_TRACE = Path(os.environ.get("HARVEST_SHARED_DATA", "/work/shared/data")) / "cpu" / "azure_v1_microsoft_avg_100.csv.gz"
-REPO = Path(__file__).resolve().parents[2]
-#: The NodeManager's own size (siteconf.py) and what the agent lends / keeps back on each worker.
-NM_MEMORY_MB, NM_VCORES = 2048, 4
-AGENT_CAPACITY = {"capacity-cores": "4", "reserve-cores": "1", "capacity-memory-mb": "3072",
-                  "reserve-memory-mb": "1024"}
-
-
-class TestbedError(HarvestError):
-    """The testbed could not be started, switched or stopped; the message names the part and its log."""
-
-    __test__ = False  # not a pytest class
 
 
 @dataclass(frozen=True)
@@ -79,107 +83,6 @@ class UpConfig:
     timeout_s: float = 600.0
     isolate: bool | None = None
 
-
-def say(message: str) -> None:
-    print(f"harvest testbed: {message}", file=sys.stderr, flush=True)
-
-
-def _py() -> list[str]:
-    return [sys.executable, "-m", "placement_service.cli"]
-
-
-def _env() -> dict[str, str]:
-    path = os.environ.get("PYTHONPATH", "")
-    return {"PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
-
-
-def _run(cmd: list[str], what: str, log: Path, timeout_s: float = 600) -> None:
-    with open(log, "ab") as handle:
-        done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              env={**os.environ, **_env()}, timeout=timeout_s, check=False, cwd=REPO)
-    if done.returncode != 0:
-        raise TestbedError(f"{what} failed (exit {done.returncode}); {log}:\n{procs.tail(log)}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-# ---------------------------------------------------------------- state
-
-
-def read_state(directory: Path) -> dict[str, Any]:
-    path = directory / STATE_FILE
-    try:
-        return dict(json.loads(path.read_text()))
-    except FileNotFoundError:
-        raise TestbedError(f"{directory}: no testbed here ({STATE_FILE} missing)") from None
-    except (OSError, ValueError) as exc:
-        raise TestbedError(f"{path}: unreadable testbed state ({exc})") from None
-
-
-def write_state(directory: Path, state: dict[str, Any]) -> None:
-    atomic_write_json(directory / STATE_FILE, state)
-
-
-def cmdline(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def ours(proc: dict[str, Any]) -> bool:
-    """The recorded process is still the one we started: same start time and same command line."""
-    return procs.alive(proc) and cmdline(int(proc["pid"])) == list(proc["cmd"])
-
-
-def start_process(state: dict[str, Any], directory: Path, role: str, host: str, cmd: list[str], log: Path,
-                  **extra: Any) -> dict[str, Any]:
-    """Spawn ``cmd`` in its own process group and record it in the state at once."""
-    pid = procs.spawn(cmd, _env(), str(REPO), str(log))
-    rec = {"role": role, "host": host, "pid": pid, "start_time": procs.start_time(pid), "cmd": cmd,
-           "log": str(log), **extra}
-    state["processes"] = [p for p in state.get("processes", []) if not (p["role"] == role and p["host"] == host)]
-    state["processes"].append(rec)
-    write_state(directory, state)
-    return rec
-
-
-def stop_processes(records: list[dict[str, Any]], grace_s: float = 10.0) -> int:
-    """SIGTERM each recorded process group that is ours (and its descendants), SIGKILL after ``grace_s``;
-    returns how many processes were signalled. Records that are not ours any more are skipped."""
-    mine = [p for p in records if ours(p)]
-    pids: list[int] = []
-    for p in mine:
-        pid = int(p["pid"])
-        pids.append(pid)
-        pids.extend(procs.descendants(pid))
-    pids = sorted(set(pids) - {os.getpid()})
-    for p in mine:
-        try:
-            os.killpg(int(p["pid"]), signal.SIGTERM)
-        except OSError:
-            pass
-    procs.send(pids, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(procs.start_time(pid) is not None for pid in pids):
-        time.sleep(0.2)
-    left = [pid for pid in pids if procs.start_time(pid) is not None]
-    for p in mine:
-        if procs.start_time(int(p["pid"])) is not None:
-            try:
-                os.killpg(int(p["pid"]), signal.SIGKILL)
-            except OSError:
-                pass
-    procs.send(left, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(procs.start_time(pid) is not None for pid in left):
-        time.sleep(0.1)
-    return len(pids)
 
 
 # ---------------------------------------------------------------- history, tenants, files
@@ -264,174 +167,6 @@ def _shim(plan: cluster.Plan, directory: Path, log: Path) -> Path:
         _run(["bash", str(REPO / "scheduler_plugin" / "java" / "build.sh"), "--classpath", f"{plan.layout.lib}/*",
               "--out", str(jar.parent)], f"building the HDFS shim against Hadoop {plan.version}", log)
     return jar
-
-
-# ---------------------------------------------------------------- service, primaries, agents
-
-
-def _wait_http(url: str, token: str, proc: dict[str, Any], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not procs.alive(proc):
-            raise TestbedError(f"{proc['role']} exited during start-up; {proc['log']}:\n{procs.tail(proc['log'])}")
-        try:
-            req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
-            with urllib.request.urlopen(req, timeout=5):  # noqa: S310 (our own service)
-                return
-        except (OSError, urllib.error.URLError):
-            time.sleep(0.5)
-    raise TestbedError(f"{proc['role']} did not answer {url} in {timeout_s:.0f} s; {proc['log']}")
-
-
-def start_service(state: dict[str, Any], directory: Path) -> dict[str, Any]:
-    svc = state["service"]
-    info = state["cluster"]
-    master_conf = Path(info["master"]["conf"])
-    cmd = [*_py(), "serve", "--data-dir", svc["data_dir"], "--host", "127.0.0.1", "--http-port", str(svc["http_port"]),
-           "--grpc-port", str(svc["grpc_port"]), "--token-file", svc["token_file"],
-           "--classes-file", state["classes_file"], "--rm-url", f"http://{info['resourcemanager']['http']}",
-           "--capacity-scheduler-file", str(master_conf / "capacity-scheduler.xml"),
-           "--refresh-queues-command", f"{Path(info['bin']) / 'yarn'} rmadmin -refreshQueues"]
-    rec = start_process(state, directory, "service", "master", cmd, directory / "logs" / "service.log")
-    token = Path(svc["token_file"]).read_text().strip()
-    _wait_http(f"{svc['http']}/healthz", token, rec, 120)
-    return rec
-
-
-def start_primary(state: dict[str, Any], directory: Path, host: str) -> dict[str, Any]:
-    out = directory / "primary" / f"{host}.csv"
-    p = state["primary"]
-    cmd = [sys.executable, "-m", "scheduler_plugin.testbed.primary", "--utilization", state["utilization_file"],
-           "--tenant", state["tenants"][host], "--cores", str(p["cores"]), "--speedup", str(p["speedup"]),
-           "--window-s", str(p["window_s"]), "--latency-out", str(out)]
-    return start_process(state, directory, "primary", host, cmd, directory / "logs" / f"primary-{host}.log",
-                         latency_file=str(out))
-
-
-def _host_info(state: dict[str, Any], host: str) -> dict[str, Any]:
-    return next(h for h in state["cluster"]["hosts"] if h["name"] == host)
-
-
-def _node_name(state: dict[str, Any], host: str) -> str:
-    """What the agent reports as its node: the DataNode's address (its IP) on hosts of their own."""
-    return str(_host_info(state, host)["ip"]) if state["cluster"]["network"] == "netns" else host
-
-
-def start_agent(state: dict[str, Any], directory: Path, host: str) -> dict[str, Any]:
-    info = state["cluster"]
-    h = _host_info(state, host)
-    primary = next(p for p in state["processes"] if p["role"] == "primary" and p["host"] == host)
-    agent_dir = Path(info["dir"]) / "hosts" / host / "agent"  # where the NodeManager's label script looks
-    settings = {"mode": "yarn", "interval-s": "1", "scope-root-pid": str(primary["pid"]), **AGENT_CAPACITY,
-                "reclaim": "rm", "rm-url": f"http://{info['resourcemanager']['http']}",
-                "nm-url": f"http://{h['nodemanager_http']}", "yarn-bin": str(Path(info["bin"]) / "yarn"),
-                "state-dir": str(agent_dir), "service": state["service"]["grpc"],
-                "service-http": state["service"]["http"], "token-file": state["service"]["token_file"],
-                "tenant": state["tenants"][host], "node": _node_name(state, host),
-                "storage-path": str(Path(info["dir"]) / "hosts" / host / "data"),
-                "cooldown-s": "5", "advertise-hold-s": "5", "rm-check-interval-s": "5", "metrics-port": "0"}
-    cmd = [*_py(), "-v", "agent", *[x for k, v in settings.items() for x in (f"--{k}", v)]]
-    log = directory / "logs" / f"agent-{host}.log"
-    log.write_text("")
-    rec = start_process(state, directory, "agent", host, cmd, log)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        m = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", log.read_text(errors="replace"))
-        if m:
-            rec["metrics_port"] = int(m.group(1))
-            write_state(directory, state)
-            return rec
-        if not procs.alive(rec):
-            break
-        time.sleep(0.3)
-    raise TestbedError(f"the agent on {host} did not start; {log}:\n{procs.tail(log)}")
-
-
-def restore_node_sizes(state: dict[str, Any]) -> None:
-    """Give every NodeManager its configured size back in the RM (what the agents changed)."""
-    from agent.yarn import YarnClient, YarnError
-
-    rm = f"http://{state['cluster']['resourcemanager']['http']}"
-    for h in state["cluster"]["hosts"]:
-        if not h.get("nodemanager_http"):
-            continue
-        client = YarnClient(rm, f"http://{h['nodemanager_http']}", yarn_bin=str(Path(state["cluster"]["bin"]) / "yarn"),
-                            timeout_s=10)
-        try:
-            client.update_node_resource(client.node_id(), NM_MEMORY_MB, NM_VCORES, -1)
-        except YarnError as exc:
-            raise TestbedError(f"could not give {h['name']}'s NodeManager its size back: {exc}") from None
-
-
-def node_sizes(state: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    """What the RM holds per node: host name -> (memory MB, vcores)."""
-    url = f"http://{state['cluster']['resourcemanager']['http']}/ws/v1/cluster/nodes"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 (our own RM)
-            nodes = (json.loads(resp.read()).get("nodes") or {}).get("node") or []
-    except (OSError, ValueError) as exc:
-        raise TestbedError(f"GET {url}: {exc}") from None
-    return {str(n["nodeHostName"]): (int(n["totalResource"]["memory"]), int(n["totalResource"]["vCores"]))
-            for n in nodes}
-
-
-def wait_advertised(state: dict[str, Any], timeout_s: float = 120.0) -> None:
-    """Wait until every NodeManager's size in the RM is the agent's (not the configured 2,048 MB / 4 vcores:
-    an agent lends at most capacity - reserve, 3 vcores), so a mode's first query meets the agents' sizes."""
-    full = (NM_MEMORY_MB, NM_VCORES)
-    deadline = time.monotonic() + timeout_s
-    sizes: dict[str, tuple[int, int]] = {}
-    while time.monotonic() < deadline:
-        sizes = node_sizes(state)
-        if len(sizes) == len(state["tenants"]) and full not in sizes.values():
-            return
-        time.sleep(1.0)
-    raise TestbedError(f"the agents did not set the nodes' sizes in the RM within {timeout_s:.0f} s: {sizes}; "
-                       f"logs in {Path(state['dir']) / 'logs'}")
-
-
-def service_node(state: dict[str, Any], host: str) -> dict[str, Any] | None:
-    """The placement service's view of a worker (its agent's last report, tenant, class); None before
-    its first report."""
-    svc = state["service"]
-    token = Path(svc["token_file"]).read_text().strip()
-    url = f"{svc['http']}/v1/nodes/{_node_name(state, host)}"
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 (our own service)
-            return dict(json.loads(resp.read()))
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise TestbedError(f"GET {url}: HTTP {exc.code}") from None
-    except (OSError, ValueError) as exc:
-        raise TestbedError(f"GET {url}: {exc}") from None
-
-
-def set_mode(directory: Path, mode: str) -> dict[str, Any]:
-    """Switch the testbed to ``mode``: agents running and their node sizes in the RM (harvest, pt), or
-    stopped with the NodeManagers' configured sizes restored (stock). Returns the new state."""
-    if mode not in MODES:
-        raise TestbedError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
-    directory = directory.resolve()
-    state = read_state(directory)
-    if state.get("state") != "running":
-        raise TestbedError(f"{directory}: the testbed is {state.get('state')}, not running")
-    agents = [p for p in state["processes"] if p["role"] == "agent"]
-    if mode == "stock":
-        stop_processes(agents)
-        state["processes"] = [p for p in state["processes"] if p["role"] != "agent"]
-        state["mode"] = mode
-        write_state(directory, state)
-        restore_node_sizes(state)
-    else:
-        for host in state["tenants"]:
-            if not any(p["host"] == host and ours(p) for p in agents):
-                start_agent(state, directory, host)
-        state["mode"] = mode
-        write_state(directory, state)
-        wait_advertised(state)
-    return state
 
 
 # ---------------------------------------------------------------- up / down / status
