@@ -32,6 +32,7 @@ _COMMAND_MODULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scheduler_plugin.cli", ("route", "hive", "capacity-scheduler", "hosts-file", "topology-map",
                               "install-scripts")),
     ("scheduler_plugin.testbed.cli", ("hadoop",)),  # hadoop up|down|status (a real test cluster)
+    ("scheduler_plugin.testbed.cli_testbed", ("testbed",)),  # testbed up|run|report|down (cluster + tenants)
     ("placement_service.demo", ("demo",)),
 )
 

@@ -10,7 +10,6 @@ SCALE="${SCALE:-2}"
 ROUNDS="${ROUNDS:-1}"
 DB="tpcds_text_${SCALE}"
 URL="jdbc:hive2://hiveserver2:10000"
-BENCH=/opt/testbench
 RESULTS=/results
 mkdir -p "$RESULTS/runs" /data/tpcds
 
@@ -20,34 +19,24 @@ else
   read -r -a queries <<< "${QUERIES:-$(seq -s ' ' 1 99)}"
 fi
 
-# 1. Data: DuckDB's TPC-DS generator (dsdgen), '|'-separated text, one directory per table.
+# 1. Data, DDL and query text: DuckDB's TPC-DS generator (dsdgen), the module `harvest testbed run`
+#    uses too ('|'-separated text, one directory per table; see scheduler_plugin/testbed/tpcds_data.py).
+GEN=/data/tpcds
+python3 -m scheduler_plugin.testbed.tpcds_data --scale "$SCALE" --out "$GEN" --hdfs-root "/tmp/tpcds-generate/$SCALE" >/dev/null
 if ! hdfs dfs -test -e "/tmp/tpcds-generate/$SCALE/_SUCCESS"; then
-  python3 - "$SCALE" /data/tpcds <<'PY'
-import os, sys
-import duckdb
-scale, out = float(sys.argv[1]), sys.argv[2]
-con = duckdb.connect()
-con.execute("INSTALL tpcds; LOAD tpcds;")
-con.execute(f"CALL dsdgen(sf={scale})")
-for (table,) in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema='main'").fetchall():
-    os.makedirs(f"{out}/{table}", exist_ok=True)
-    con.execute(f"COPY {table} TO '{out}/{table}/{table}.dat' (DELIMITER '|', HEADER false)")
-    print("generated", table, file=sys.stderr)
-PY
   hdfs dfs -mkdir -p "/tmp/tpcds-generate/$SCALE"
-  hdfs dfs -put -f /data/tpcds/* "/tmp/tpcds-generate/$SCALE/"
+  hdfs dfs -put -f "$GEN"/data/* "/tmp/tpcds-generate/$SCALE/"
   hdfs dfs -touchz "/tmp/tpcds-generate/$SCALE/_SUCCESS"
 fi
 
-# 2. Tables: hive-testbench's text DDL over the generated directories.
-beeline -u "$URL" --hivevar DB="$DB" --hivevar LOCATION="/tmp/tpcds-generate/$SCALE" \
-  -f "$BENCH/ddl-tpcds/text/alltables.sql"
+# 2. Tables: external text tables over the generated directories.
+beeline -u "$URL" -e "CREATE DATABASE IF NOT EXISTS $DB"
+beeline -u "$URL/$DB" -f "$GEN/ddl.sql"
 
 # 3. Queries through the router, each run's decision and outcome kept as JSON.
-start_s="$(date +%s)"
 for round in $(seq 1 "$ROUNDS"); do
   for q in "${queries[@]}"; do
-    sql="$BENCH/sample-queries-tpcds/query${q}.sql"
+    sql="$GEN/queries/query${q}.sql"
     [ -f "$sql" ] || { echo "no $sql, skipped" >&2; continue; }
     echo "=== round $round query $q" >&2
     harvest hive "$sql" --url "$URL/$DB" --name "tpcds-q$q" \
@@ -56,10 +45,10 @@ for round in $(seq 1 "$ROUNDS"); do
       > "$RESULTS/runs/r${round}-q${q}.out" || echo "query $q failed (kept in its result file)" >&2
   done
 done
-end_s="$(date +%s)"
 
 # 4. Kills as the agents count them (their /metrics), then one summary.
 for i in 1 2 3; do
   curl -fs "http://worker$i:9464/metrics" > "$RESULTS/agent-metrics-worker$i.txt" || true
 done
-python3 /opt/testbed/scripts/summarize.py "$RESULTS" "$start_s" "$end_s"
+# The same report as `harvest testbed report` (scheduler_plugin/testbed/report.py).
+python3 -m scheduler_plugin.testbed.report --hive-results "$RESULTS" --out "$RESULTS/report"

@@ -26,17 +26,13 @@ if [ ! -s "$SHARED/classes.json" ]; then
 fi
 
 # 2. Which tenant each worker stands in for: classes taken pattern by pattern in turn (periodic,
-#    constant, unpredictable, periodic, ...), the first tenant of each, round robin over the workers.
+#    constant, unpredictable, periodic, ...), the first tenant of each, round robin over the workers;
+#    the same choice `harvest testbed up` makes (scheduler_plugin/testbed/testbed.py, choose_tenants).
 python3 - "$SHARED/classes.json" "$WORKERS" > "$SHARED/workers.env" <<'PY'
-import itertools, json, sys
-doc = json.load(open(sys.argv[1]))
-by_pattern = {}
-for c in doc["classes"]:
-    if c["tenants"]:
-        by_pattern.setdefault(c["pattern"], []).append(c["tenants"][0])
-interleaved = [t for group in itertools.zip_longest(*by_pattern.values()) for t in group if t]
-for i in range(1, int(sys.argv[2]) + 1):
-    print(f"WORKER{i}_TENANT={interleaved[(i - 1) % len(interleaved)]}")
+import json, sys
+from scheduler_plugin.testbed.testbed import choose_tenants
+for i, tenant in enumerate(choose_tenants(json.load(open(sys.argv[1])), int(sys.argv[2])), start=1):
+    print(f"WORKER{i}_TENANT={tenant}")
 PY
 
 # 3. Racks of the testbed (two racks) for the topology script.

@@ -23,7 +23,7 @@ harvest -v agent --mode yarn --interval-s 1 --state-dir /var/lib/harvest-agent -
   --reserve-cores 1 --reserve-memory-mb 1024 \
   --rm-url http://resourcemanager:8088 --nm-url http://localhost:8042 --yarn-bin /opt/hadoop/bin/yarn \
   --storage-path /hadoop/dfs/data --metrics-port 9464 --metrics-host 0.0.0.0 &
-python3 /opt/testbed/scripts/primary_load.py --utilization "$SHARED/traces/utilization.parquet" \
+python3 -m scheduler_plugin.testbed.primary --utilization "$SHARED/traces/utilization.parquet" \
   --tenant "$tenant" --cores "${WORKER_CORES:-4}" --speedup "${REPLAY_SPEEDUP:-30}" \
   --latency-out "/results/primary-latency-$host.csv" &
 wait -n

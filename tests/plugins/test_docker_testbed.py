@@ -110,31 +110,41 @@ def test_testbed_configs_parse(path: Path) -> None:
 
 
 def test_primary_load_series_and_percentiles() -> None:
-    mod = load_module(DOCKER / "scripts" / "primary_load.py")
+    from scheduler_plugin.testbed import primary as mod
+
     rows = [(0, "a", 0.2), (0, "a", 0.4), (300, "a", 1.5), (0, "b", 0.9), (600, "a", float("nan"))]
     assert mod.tenant_series(rows, "a") == [(0, pytest.approx(0.3)), (300, 1.0)]
-    with pytest.raises(SystemExit, match="no samples"):
+    with pytest.raises(mod.PrimaryError, match="no samples"):
         mod.tenant_series(rows, "zz")
     assert mod.percentile([5, 1, 3, 2, 4], 0.5) == 3
     assert mod.percentile([5, 1, 3, 2, 4], 0.99) == 5
 
 
-def test_summarize_builds_job_and_latency_tables(tmp_path: Path) -> None:
-    mod = load_module(DOCKER / "scripts" / "summarize.py")
+def test_docker_results_give_the_testbed_report(tmp_path: Path) -> None:
+    """run-tpcds.sh's results (harvest hive result files, the primaries' latency rows) through the same
+    report as ``harvest testbed report``: one record per run, its probe windows, the baseline before."""
+    import os
+
+    pytest.importorskip("matplotlib")
+    from scheduler_plugin.testbed import report
+
     (tmp_path / "runs").mkdir()
-    for i, (queue, code, killed) in enumerate([("constant-0", 0, 2), ("default", 1, 0)]):
-        (tmp_path / "runs" / f"r1-q{i}.json").write_text(json.dumps({
-            "name": f"tpcds-q{i}", "exit_code": code, "duration_s": 10.0 + i, "killed_attempts": killed,
-            "decision": {"queue": queue, "classes": [queue], "job_type": "short", "source": "service"}}))
+    for name, queue, code, killed, duration, mtime in [("r1-q3", "constant-0", 0, 2, 10.0, 1000),
+                                                      ("r1-q7", "default", 1, 0, 20.0, 1100)]:
+        path = tmp_path / "runs" / f"{name}.json"
+        path.write_text(json.dumps({"name": name, "exit_code": code, "duration_s": duration, "killed_attempts": killed,
+                                    "failed_attempts": 0, "decision": {"queue": queue, "classes": [queue],
+                                                                       "job_type": "short", "source": "service"}}))
+        os.utime(path, (mtime, mtime))
     (tmp_path / "primary-latency-worker1.csv").write_text(
-        "time,slot,cpu_target,requests,p50_ms,p99_ms,max_ms\n100,1,0.3,300,1.0,2.0,3.0\n160,2,0.5,300,1.5,9.0,12.0\n"
-        "9999,3,0.5,300,50,90,99\n")
-    assert mod.main([str(tmp_path), "90", "170"]) == 0
-    jobs = list(csv.DictReader((tmp_path / "jobs.csv").open()))
-    assert [(j["query"], j["queue"], j["killed_attempts"]) for j in jobs] == [("tpcds-q0", "constant-0", "2"),
-                                                                               ("tpcds-q1", "default", "0")]
-    lat = list(csv.DictReader((tmp_path / "primary-latency.csv").open()))
-    assert lat == [{"worker": "worker1", "minutes": "2", "p50_ms_median": "1.5", "p99_ms_worst": "9.0"}]
+        "time,slot,cpu_target,requests,p50_ms,p99_ms,max_ms\n100,1,0.3,300,1.0,2.0,3.0\n900,2,0.3,300,1.2,2.5,3.0\n"
+        "1020,3,0.5,300,2.0,5.0,6.0\n1140,4,0.5,300,3.0,8.0,9.0\n9999,5,0.5,300,50,90,99\n")
+    assert report.main(["--hive-results", str(tmp_path), "--out", str(tmp_path / "report")]) == 0
+    rows = list(csv.DictReader((tmp_path / "report" / "records.csv").open()))
+    assert [(r["mode"], r["query"], r["queue"], r["killed_attempts"], r["primary_p50_ms"], r["primary_p99_ms"])
+            for r in rows] == [("baseline", "", "", "", "1.0", "2.5"), ("harvest", "3", "constant-0", "2", "2.0", "5.0"),
+                               ("harvest", "7", "default", "0", "3.0", "8.0")]
+    assert "| harvest | 2 | 1 | 15.0 | 2 | 0 |" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_every_harvest_command_in_the_testbed_parses() -> None:
