@@ -104,6 +104,9 @@ SETTINGS: tuple[Setting, ...] = (
             "was set, that takes the allocation above it, means the scheduler ignores the size"),
     Setting("cgroup", str, None, "cgroup v2 directory that is the node (a container or a systemd slice): "
             "totals from cpu.max, cpu.stat, memory.max, memory.current; processes from cgroup.procs", True),
+    Setting("forecast_file", str, None, "JSON of this node's primary tenant's hourly forecast peaks (harvest "
+            "forecast writes it): advertise capacity - reserve - primary - the forecast growth, so YARN hands "
+            "out the cores the primary is about to take back last (none: no forecast)", True),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
 
@@ -162,6 +165,7 @@ class AgentConfig:
     shrink_wait_s: float = 3.0
     scheduler_check_grace_s: float = 5.0
     cgroup: str | None = None
+    forecast_file: str | None = None
     hadoop_daemon_patterns: tuple[str, ...] = ("org.apache.hadoop.yarn.server.nodemanager.NodeManager",)
     rm_check_interval_s: float = 30.0
 
