@@ -68,7 +68,8 @@ def test_a_primary_forecast_to_grow_sends_new_containers_to_the_other_hosts(hado
     c = hadoop_cluster
     forecast = tmp_path / "forecast.json"
     write_forecast(forecast, 0.0)
-    node = AgentNode(c, "worker1", tmp_path, **{"forecast-file": str(forecast), "tenant": WORKERS["worker1"][0]})
+    settings = {"forecast-file": str(forecast), "tenant": WORKERS["worker1"][0]}
+    node = AgentNode(c, "worker1", tmp_path, **settings)  # type: ignore[arg-type]  # (flag names, not keywords)
     try:
         # 1. No growth forecast: capacity 8 - reserve 2 - primary 0 = 6 vcores in the RM.
         assert wait_until(lambda: vcores(c, "worker1") == 6, 90, step_s=0.5), (vcores(c, "worker1"), node.explain())
