@@ -102,8 +102,7 @@ def serving(data_dir: Path, static: tuple[Path, Path], cobusy: bool) -> Iterator
     inv, reimages = static
     args = ["--inventory-file", str(inv), "--reimages-file", str(reimages), "--recluster-interval-s", "0",
             "--recluster-priority", "normal", "--compact-interval-s", "1"]
-    if cobusy:
-        args.append("--placement-cobusy")
+    args.append("--placement-cobusy" if cobusy else "--no-placement-cobusy")
     # (four server choices, off by default: the placements below show the choice at work)
     server = start_server(data_dir, *args, env={"HARVEST_PLACEMENT_REIMAGE_CHOICES": "4"})
     try:
