@@ -104,6 +104,14 @@ SETTINGS: tuple[Setting, ...] = (
             "was set, that takes the allocation above it, means the scheduler ignores the size"),
     Setting("cgroup", str, None, "cgroup v2 directory that is the node (a container or a systemd slice): "
             "totals from cpu.max, cpu.stat, memory.max, memory.current; processes from cgroup.procs", True),
+    Setting("forecast_file", str, None, "JSON of this node's primary tenant's hourly forecast peaks: advertise "
+            "capacity - reserve - primary - the forecast growth, so YARN hands out the cores the primary is "
+            "about to take back last (none: no forecast; with forecast_from_service: STATE_DIR/forecast.json)",
+            True),
+    Setting("forecast_from_service", bool, False, "fetch the tenant's forecast from service_http "
+            "(GET /v1/tenants/<tenant>/forecast) into forecast_file every forecast_refresh_s"),
+    Setting("forecast_refresh_s", float, 3600.0, "seconds between fetches of the forecast (a failed one is "
+            "retried after a minute; the last file stays in use)"),
 )
 _BY_KEY = {s.key: s for s in SETTINGS}
 
@@ -162,6 +170,9 @@ class AgentConfig:
     shrink_wait_s: float = 3.0
     scheduler_check_grace_s: float = 5.0
     cgroup: str | None = None
+    forecast_file: str | None = None
+    forecast_from_service: bool = False
+    forecast_refresh_s: float = 3600.0
     hadoop_daemon_patterns: tuple[str, ...] = ("org.apache.hadoop.yarn.server.nodemanager.NodeManager",)
     rm_check_interval_s: float = 30.0
 
@@ -309,6 +320,13 @@ def load_config(
                           f"capacity_memory_mb ({raw['capacity_memory_mb']})")
     if raw["service"] and not raw["tenant"]:
         raise ConfigError("setting 'tenant' is required when 'service' is set (the service keys history by tenant)")
+    if raw["forecast_from_service"]:
+        if not raw["service_http"] or not raw["tenant"]:
+            raise ConfigError("setting 'forecast_from_service' needs 'service_http' and 'tenant' (the forecast is "
+                              "the tenant's, from the placement service)")
+        raw["forecast_file"] = raw["forecast_file"] or os.path.join(raw["state_dir"], "forecast.json")
+    if not raw["forecast_refresh_s"] > 0:
+        raise ConfigError(f"setting 'forecast_refresh_s' must be > 0, got {raw['forecast_refresh_s']!r}")
     if raw["reclaim"] not in ("auto", "rm", "local"):
         raise ConfigError(f"setting 'reclaim' must be auto, rm or local, got {raw['reclaim']!r}")
     for key in ("rm_reclaim_wait_s", "shrink_wait_s", "scheduler_check_grace_s"):

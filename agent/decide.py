@@ -6,6 +6,11 @@ Per resource r in {cores, MB}:
     deficit_r     = primary_r + secondary_footprint_r - budget_r (> 0: the reserve is eaten into)
     harvestable_r = max(0, capacity_r - primary_r - reserve_r)   (what YARN may hand out in total)
 
+With a headroom forecast (``growth_cores`` > 0, cores the primary is forecast to take back within
+the hour), the cores target is ``min(harvestable, allocated) + max(0, harvestable - allocated -
+growth)`` (``core/headroom_policy.advertised_cores``, the simulator's YARN-H-forecast's safe cores):
+``capacity - reserve - primary - growth``, never below what running containers hold.
+
 When a deficit is positive, containers are killed youngest first, skipping any that would not
 shrink a resource in deficit, until every deficit is <= 0 (never more) or ``max_kills_per_round``
 is reached. An ApplicationMaster (container 1 of an attempt: killing it fails the whole attempt, and
@@ -35,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from agent.attribute import ContainerView, NodeView, is_application_master
+from placement_service.core.headroom_policy import advertised_cores
 
 _EPS = 1e-9
 
@@ -180,8 +186,13 @@ def advertise_without_kills(capacity_cores: np.ndarray, reserve_cores: np.ndarra
 
 
 def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideState,
-           dying: Collection[str] = (), ignored: Collection[str] = ()) -> Decision:
+           dying: Collection[str] = (), ignored: Collection[str] = (), growth_cores: int = 0) -> Decision:
     """One tick of policy. ``dying``: ids of containers already signalled and not yet gone.
+
+    ``growth_cores``: cores the primary is forecast to take back within the forecast's horizon
+    (``agent.forecast``, ``core/headroom_policy.growth_cores``). The target cores become what running
+    containers hold plus the free cores beyond that growth (``core/headroom_policy.advertised_cores``):
+    the risky cores are not offered, and no container is killed for a forecast.
 
     ``ignored``: resources ("cores", "memory") the scheduler is known to over-allocate (see
     ``agent.reclaim.ignored_resources``). Their allocations are not trusted: the deficit counts
@@ -242,6 +253,12 @@ def decide(view: NodeView | None, now_s: float, policy: Policy, state: DecideSta
 
     # 4. Target harvestable (whole vcores, whole MB) and the damped advertised value.
     target_cores = int(harvestable(policy.capacity_cores, view.primary_cpu_cores, policy.reserve_cores))
+    if growth_cores > 0:
+        safe_target = advertised_cores(target_cores, math.ceil(secondary_cores - _EPS), growth_cores)
+        if safe_target < target_cores:
+            reasons.append(f"forecast: the primary is expected to take {growth_cores} more core(s) within the "
+                           f"horizon; {target_cores - safe_target} risky core(s) not offered")
+        target_cores = safe_target
     target_mb = int(harvestable(policy.capacity_memory_mb, view.primary_memory_mb, policy.reserve_memory_mb))
     cooldown_until = now_s + policy.cooldown_s if kills else state.cooldown_until_s
     force = bool(kills) or deficit_cores > _EPS or deficit_mb > _EPS

@@ -21,6 +21,7 @@ from agent.config import AgentConfig, Mode, as_dict
 from agent.decide import DecideState, Decision, Policy, decide
 from agent.drain import Drainer
 from agent.executor import ActResult, Executor, YarnSync
+from agent.forecast import ForecastFetcher, ForecastSource
 from agent.metrics import Metrics, MetricsServer
 from agent.reclaim import ignored_resources, plan_reclaim
 from agent.reimage import ReimageSender, ReimageWatch
@@ -67,6 +68,12 @@ class Agent:
         self.buffer = ReportBuffer(os.path.join(config.state_dir, "report-buffer"), config.report_buffer_max,
                                    self.metrics)
         self.drainer = Drainer(os.path.join(config.state_dir, "revocations.json"))
+        self.forecast = ForecastSource(config.forecast_file, config.tenant) if config.forecast_file else None
+        self.forecast_fetcher = (ForecastFetcher(config.service_http, config.tenant, config.forecast_file,
+                                                 config.token_file, refresh_s=config.forecast_refresh_s,
+                                                 timeout_s=config.http_timeout_s)
+                                 if config.forecast_from_service and config.service_http and config.forecast_file
+                                 else None)
         self.sender: GrpcSender | None = None
         if config.service:
             self.sender = GrpcSender(config.service, self.buffer, self.seq, self.metrics,
@@ -148,7 +155,13 @@ class Agent:
         now = self.clock()
         if view is not None:
             self._check_scheduler(view, now)
-        decision = decide(view, now, self.policy, self.state, self.executor.dying(), self.ignored)
+        growth = 0
+        if view is not None and self.forecast is not None:
+            used = self.forecast.use(self.config.capacity_cores, view.primary_cpu_cores, now)
+            growth = used.growth_cores
+            if used.error:
+                self._error("forecast", RuntimeError(used.error))
+        decision = decide(view, now, self.policy, self.state, self.executor.dying(), self.ignored, growth)
         self.state = decision.state
         decision = self.drainer.apply(decision, view, self.executor.dying())  # revoked: drain (drain.py)
         plan = None
@@ -294,6 +307,11 @@ class Agent:
             "recent_kills": list(self.executor.kill_log),
             "dying": sorted(self.executor.dying()),
             "drain": self.drainer.state(),
+            "forecast": None if self.forecast is None else {
+                **self.forecast.explain(),
+                "fetch": None if self.forecast_fetcher is None else {
+                    "url": self.forecast_fetcher.url, "fetched": self.forecast_fetcher.fetched,
+                    "last_error": self.forecast_fetcher.last_error}},
         }
         if self.executor.yarn is not None:
             yarn = self.executor.yarn
@@ -362,6 +380,8 @@ class Agent:
             self._error("reimage-check", exc)
         if self.reimage_sender is not None:
             self.reimage_sender.start()
+        if self.forecast_fetcher is not None:
+            self.forecast_fetcher.start()
         if self.config.metrics_port is not None:
             self.server = MetricsServer(self.config.metrics_host, self.config.metrics_port, self.metrics,
                                         self.explain).start()
@@ -387,6 +407,8 @@ class Agent:
             self.sender.stop()
         if self.reimage_sender is not None:
             self.reimage_sender.stop()
+        if self.forecast_fetcher is not None:
+            self.forecast_fetcher.stop()
         self.executor.stop()
         if self.server is not None:
             self.server.stop()

@@ -129,3 +129,13 @@ def test_importing_a_server_only_package_names_the_extra(base_venv: Path, module
     out = _run([str(base_venv / "bin" / "python"), "-c", f"import {module}"], cwd="/", env=_clean_env())
     assert out.returncode == 1
     assert f"harvest[{extra}]" in out.stderr, out.stderr
+
+
+def test_the_agent_and_its_forecast_policy_import_none_of_the_server_stack() -> None:
+    """The forecast policy the agent shares with the simulator (``core/headroom_policy.py``) is numpy
+    only: importing the agent's whole loop pulls none of the heavy modules, even where they are installed."""
+    code = ("import sys, agent.runtime, agent.forecast, placement_service.core.headroom_policy; "
+            f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
+    out = _run([sys.executable, "-c", code], cwd=str(ROOT))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"the agent imported: {out.stdout.strip()}"

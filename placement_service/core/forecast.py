@@ -15,7 +15,9 @@ measured from every history slot that starts in hour ``h``::
 
 The expected growth of a server of tenant ``i`` at time ``t`` is then
 ``max(0, ceil(hourly[i, hour(t)] * cores) - primary_cores_now)``; a scheduler treats a server's cores
-beyond ``capacity - growth`` as *risky* and uses them last (``sim/schedule.py``, ``YARN-H-forecast``).
+beyond ``capacity - growth`` as *risky* and uses them last. That policy, and the fitted
+``HeadroomForecast``, live in ``core/headroom_policy.py`` (numpy only), which the simulator's
+``YARN-H-forecast`` and the node agent both call.
 
 - Constant tenants get a forecast at their level (no growth expected), periodic ones their coming
   daily peak, unpredictable ones a high quantile of their jumps (conservative, as they should be).
@@ -29,44 +31,14 @@ Pure numpy (plus ``scipy.ndimage`` for the sliding maximum); deterministic.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.ndimage import maximum_filter1d
 
+from placement_service.core.headroom_policy import HOURS, HeadroomForecast, hour_of_day
 from placement_service.core.types import PolicyError, TenantSeries
 
-HOURS = 24
-
-
-@dataclass(frozen=True)
-class HeadroomForecast:
-    """``hourly[i, h]``: the forecast peak CPU fraction of ``tenants[i]`` over the ``horizon_s`` after
-    any moment in UTC hour ``h`` (see the module docstring)."""
-
-    tenants: tuple[str, ...]
-    hourly: np.ndarray  # float64 [n_tenants, 24], in [0, 1]
-    horizon_s: float
-    quantile: float
-
-    def peak_at(self, t_s: float) -> np.ndarray:
-        """Forecast peak of every tenant (in ``tenants`` order) over the horizon after time ``t_s``."""
-        return self.hourly[:, hour_of_day(t_s)]
-
-    def growth_cores(self, tenant_index: np.ndarray, cores: np.ndarray, primary_cores: np.ndarray, t_s: float) -> np.ndarray:
-        """Per server: cores its primary is forecast to add within the horizon (>= 0, whole cores).
-
-        ``tenant_index[k]`` is server ``k``'s row in ``tenants``; ``primary_cores`` what it uses now
-        (rounded up, as the agent reports it).
-        """
-        peak = self.hourly[tenant_index, hour_of_day(t_s)]
-        expected = np.ceil(peak * cores - 1e-6).astype(np.int64)
-        return np.maximum(0, expected - np.asarray(primary_cores, dtype=np.int64))
-
-
-def hour_of_day(t_s: float) -> int:
-    """UTC hour of day (0..23) of a Unix timestamp."""
-    return int(math.floor(t_s / 3600.0)) % HOURS
+__all__ = ["HOURS", "HeadroomForecast", "fit_headroom_forecast", "hour_of_day"]
 
 
 def fit_headroom_forecast(

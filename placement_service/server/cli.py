@@ -58,7 +58,8 @@ def register(subparsers: Any) -> None:
                    help="CPU priority of the re-clustering process: idle (default; only on idle CPU, so it "
                         "never slows requests but waits while the machine is saturated), low (nice 19) or normal")
     p.add_argument("--placement-cobusy", action=argparse.BooleanOptionalAction, default=None,
-                   help="HDFS-H-cobusy (setting placement_cobusy, default off): re-clustering also fits how "
+                   help="HDFS-H-cobusy (setting placement_cobusy, default on; --no-placement-cobusy: off): every "
+                        "re-clustering (daily by default) also fits how "
                         "likely each pair of tenants is to be busy in the same slot (CPU above busy_profile_cpu) "
                         "and stores it with the class table; a block's further replicas go to the tenants least "
                         "likely busy together with its others, every grid rule kept. Until usable estimates are "

@@ -194,6 +194,7 @@ class CobusyState:
 
     estimates: CobusyEstimates | None = None
     note: str = ""
+    pending: bool = False  # none fitted yet (not damaged): the next re-clustering fits and stores them
 
 
 def load_cobusy(store: StateStore, version: int, tenants: Collection[str] | None) -> CobusyState:
@@ -209,7 +210,7 @@ def load_cobusy(store: StateStore, version: int, tenants: Collection[str] | None
     if data is None:
         note = f"{source}: no co-busy estimates stored (re-clustering with placement_cobusy on stores them)"
         logger.warning("%s; placement falls back", note)
-        return CobusyState(None, note)
+        return CobusyState(None, note, pending=True)
     try:
         stored = decode_cobusy(data, source, tenants)
     except CobusyStoreError as exc:

@@ -106,8 +106,8 @@ class ServiceConfig:
     # stores them with the class table; each further replica goes to the allowed tenant least likely
     # busy with the block's tenants so far, every grid rule kept. Takes precedence over
     # placement_busy_hours, which stays the fallback while no usable estimates are stored (before
-    # the first re-clustering with this on, or when they are damaged). Off by default until measured
-    # in production.
+    # the first re-clustering with this on, or when they are damaged). On by default: the simulator's
+    # figures (core/service_defaults.py, docs/policy.md "The service's default placement").
     placement_cobusy: bool = service_defaults.PLACEMENT_COBUSY
     # HDFS-H-cobusy's risk target for re-replications (ChooseTargets with chosen nodes): any allowed
     # tenant that keeps the block's estimated probability of all replicas busy at once under it is

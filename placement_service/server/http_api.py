@@ -21,6 +21,7 @@ from placement_service.server.http_common import check_bearer, check_list
 from placement_service.server.http_common import error_response as _error
 from placement_service.server.http_common import json_body as _body
 from placement_service.server.http_common import json_response as _json
+from placement_service.server.recluster import FORECAST_KEY
 from placement_service.server.reports import (
     AGENT_VERSION_RE,
     RequestError,
@@ -178,6 +179,20 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
     def get_node(node: str) -> Response:
         check_name(node, "node")
         return _json(service.node_info(node))
+
+    @app.get("/v1/tenants/<tenant>/forecast")
+    def get_forecast(tenant: str) -> Response:
+        """The tenant's headroom forecast from the adopted class table, as the node agent reads it
+        (``core.headroom_policy.TenantForecast``; refitted at every re-clustering)."""
+        check_name(tenant, "tenant")
+        doc = service.policy.doc or {}
+        fc = doc.get(FORECAST_KEY)
+        hourly = fc.get("hourly_peak_frac", {}).get(tenant) if isinstance(fc, dict) else None
+        if fc is None or hourly is None:
+            raise RequestError(f"no headroom forecast for tenant {tenant!r} (the class table in force has none: "
+                               f"it is fitted at every re-clustering from the tenant's history)", "tenant", 404)
+        return _json({"tenant": tenant, "horizon_s": fc["horizon_s"], "quantile": fc["quantile"],
+                      "hourly_peak_frac": hourly, "class_table_version": service.policy.version})
 
     @app.get("/v1/tenants/<tenant>/samples")
     def get_samples(tenant: str) -> Response:

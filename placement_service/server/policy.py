@@ -72,10 +72,13 @@ class PlacementMode:
     configured: str
     reason: str = ""
     cobusy_estimates: Mapping[str, Any] | None = None  # what the estimates in use were fitted on
+    # HDFS-H-cobusy configured, HDFS-H-hours in force only because no estimates are fitted yet (a
+    # --classes-file table, or none stored): reported, but not a health problem
+    waiting: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "configured": self.configured, "fallback": self.mode != self.configured,
-                "reason": self.reason,
+                "reason": self.reason, "waiting_for_estimates": self.waiting,
                 "cobusy_estimates": dict(self.cobusy_estimates) if self.cobusy_estimates is not None else None}
 
 
@@ -93,7 +96,8 @@ def placement_mode(cfg: ServiceConfig, table: ClassTable | None, cobusy: CobusyS
         why.append(f"no usable co-busy estimates: {cobusy.note or 'none loaded'}")
     if cfg.placement_busy_hours:
         if table.busy_hours:
-            return PlacementMode(HDFS_H_HOURS, configured, "; ".join(why))
+            return PlacementMode(HDFS_H_HOURS, configured, "; ".join(why),
+                                 waiting=cfg.placement_cobusy and cobusy.pending)
         why.append("the class table has no busy-hour profiles")
     return PlacementMode(HDFS_H, configured, "; ".join(why))
 

@@ -195,7 +195,27 @@ def compute_policy_inputs(inp: ReclusterInput) -> tuple[dict[str, Any], bytes | 
 
         estimates = fit_cobusy(series.tenants, series.cpu, series.start_s, series.interval_s, inp.cobusy_cpu)
         cobusy = encode_cobusy(estimates, inp.cobusy_cpu, series.start_s, series.interval_s, series.cpu.shape[1])
-    return table.to_json(), cobusy
+    doc = table.to_json()
+    doc[FORECAST_KEY] = forecast_doc(series)
+    return doc, cobusy
+
+
+FORECAST_KEY = "headroom_forecast"
+
+
+def forecast_doc(series: Any) -> dict[str, Any]:
+    """The headroom forecast of every tenant (``core.forecast.fit_headroom_forecast``, its defaults:
+    the 0.9 quantile of the next hour's peak per UTC hour of day), for the class table document:
+    ``{"horizon_s", "quantile", "hourly_peak_frac": {tenant: [24 fractions]}}``. Each fraction is
+    rounded *up* to 1e-4 (a smaller document; the forecast's growth can only grow by it)."""
+    import numpy as np
+
+    from placement_service.core.forecast import fit_headroom_forecast
+
+    fc = fit_headroom_forecast(series)
+    hourly = np.minimum(1.0, np.ceil(fc.hourly * 1e4 - 1e-9) / 1e4)
+    return {"horizon_s": fc.horizon_s, "quantile": fc.quantile,
+            "hourly_peak_frac": {t: [float(x) for x in row] for t, row in zip(fc.tenants, hourly, strict=True)}}
 
 
 class ReclusterWorker:

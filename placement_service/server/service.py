@@ -258,10 +258,11 @@ class PlacementService(_Ingest, _Reimages, _Publishing):
         return {**self.insight.quality_doc(), "placement_mode": self._policy.mode.to_json()}
 
     def _report_mode(self, view: PolicyView) -> None:
-        """A placement that fell back from the configured one is a (non-critical) health problem."""
+        """A placement that fell back from the configured one is a (non-critical) health problem, except
+        while co-busy estimates are only not fitted yet (``waiting``: the next re-clustering fits them)."""
         mode = view.mode
         self.metrics.set("harvest_placement_fallback", 1.0 if mode.mode != mode.configured else 0.0)
-        if mode.mode != mode.configured and mode.mode != NO_GRID:
+        if mode.mode != mode.configured and mode.mode != NO_GRID and not mode.waiting:
             self.health.set("placement_mode", f"replica placement {mode.mode} instead of {mode.configured}: "
                                               f"{mode.reason}", "fallback", critical=False)
         else:
@@ -274,7 +275,7 @@ class PlacementService(_Ingest, _Reimages, _Publishing):
             return CobusyState()
         if version <= 0:
             return CobusyState(None, "the class table is not a stored re-clustering result (e.g. --classes-file): "
-                                     "no co-busy estimates until the first re-clustering")
+                                     "no co-busy estimates until the first re-clustering", pending=True)
         raw_tenants = doc.get("tenants")
         tenants = list(raw_tenants) if isinstance(raw_tenants, dict) else None
         return load_cobusy(self.state, version, tenants)

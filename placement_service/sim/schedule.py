@@ -43,7 +43,8 @@ Each step, in order:
      (``forecast.growth_cores``, recomputed at every slot change); its free cores beyond that growth
      are *safe*. A job's containers come from safe cores on its classes' servers, then safe cores
      anywhere, then (``forecast_spill``) any free core, each pool drawn proportionally to its cores
-     (``_choose_forecast``). A YARN-H-forecast job that class selection gives no class runs at once
+     (``core/headroom_policy``: ``growth_cores``, ``safe_cores``, ``choose_safe_first``, the policy
+     the node agent shares). A YARN-H-forecast job that class selection gives no class runs at once
      on all classes (classes are a preference here, not a restriction).
 
 Job time = finish - arrival (queueing included). The run continues after the last arrival until
@@ -59,7 +60,12 @@ from enum import StrEnum
 
 import numpy as np
 
-from placement_service.core.forecast import HeadroomForecast
+from placement_service.core.headroom_policy import (
+    HeadroomForecast,
+    choose_proportional,
+    choose_safe_first,
+    safe_cores,
+)
 from placement_service.sim.agent_nodes import AgentSettings, SimAgents
 from placement_service.sim.datacenter import SimDatacenter
 from placement_service.sim.policy import ClassRouter
@@ -138,50 +144,6 @@ def _choose_fill(free: np.ndarray, servers: np.ndarray, n: int, rng: np.random.G
     take = room[: k + 1].copy()
     take[-1] -= int(cum[k]) - n
     return np.repeat(order[: k + 1], take)
-
-
-def _choose_proportional(free: np.ndarray, servers: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` free cores drawn uniformly without replacement (server weight = its free cores)."""
-    slots = np.repeat(servers, free[servers])
-    if n >= slots.shape[0]:
-        return slots
-    return slots[rng.choice(slots.shape[0], n, replace=False)]
-
-
-def _choose_forecast(
-    free: np.ndarray,
-    safe: np.ndarray,
-    prefer: np.ndarray | None,
-    n: int,
-    spill: bool,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Up to ``n`` cores for one job, *safe* cores first (free beyond the forecast growth).
-
-    Pools in order, each drawn proportionally to its cores: safe cores on the ``prefer`` servers
-    (the job's classes), safe cores anywhere, then (``spill``) any free core. ``free`` and ``safe``
-    are updated in place.
-    """
-    pools: list[tuple[bool, np.ndarray | None]] = []
-    if prefer is not None:
-        pools.append((True, prefer))
-    pools.append((True, None))
-    if spill:
-        pools.append((False, None))
-    got: list[np.ndarray] = []
-    for use_safe, pool in pools:
-        weights = safe if use_safe else free
-        cand = np.flatnonzero(weights > 0) if pool is None else pool[weights[pool] > 0]
-        if n <= 0 or cand.size == 0:
-            continue
-        c = _choose_proportional(weights, cand, n, rng)
-        np.subtract.at(free, c, 1)
-        if use_safe:
-            np.subtract.at(safe, c, 1)
-        np.minimum(safe, free, out=safe)
-        got.append(c)
-        n -= c.shape[0]
-    return np.concatenate(got) if got else np.zeros(0, dtype=np.int64)
 
 
 class _Containers:
@@ -389,7 +351,7 @@ def simulate_schedule(
         rv = np.flatnonzero(ready) + lo_v
         if rv.size and free.any():
             if uses_forecast:
-                safe = np.maximum(0, free - growth)
+                safe = safe_cores(free, growth)
                 if uses_h:
                     assert router is not None
                     jobs_ready = v_job[rv]
@@ -403,7 +365,7 @@ def simulate_schedule(
                         assert job_classes is not None and router is not None
                         prefer = router.servers_of(job_classes)
                     want = int(v_pending[grp].sum())
-                    chosen = _choose_forecast(free, safe, prefer, want, config.forecast_spill, place_rng)
+                    chosen = choose_safe_first(free, safe, prefer, want, config.forecast_spill, place_rng)
                     _launch(run, chosen, grp, v_pending, v_len, t, task_rng, task_sigma)
                     if not free.any():
                         break
@@ -431,7 +393,7 @@ def simulate_schedule(
                                 reselections += 1
                         continue
                     want = int(v_pending[grp].sum())
-                    chosen = _choose_proportional(free, servers, want, place_rng)
+                    chosen = choose_proportional(free, servers, want, place_rng)
                     j_progress[j] = t
                     _launch(run, chosen, grp, v_pending, v_len, t, task_rng, task_sigma)
                     np.subtract.at(free, chosen, 1)
@@ -441,7 +403,7 @@ def simulate_schedule(
                 servers = np.flatnonzero(free > 0)
                 want = int(min(v_pending[rv].sum(), free.sum()))
                 spread = system is YarnSystem.PT_SPREAD or config.pt_server_choice is ServerChoice.PROPORTIONAL
-                choose = _choose_proportional if spread else _choose_fill
+                choose = choose_proportional if spread else _choose_fill
                 chosen = choose(free, servers, want, place_rng)
                 _launch(run, chosen, rv, v_pending, v_len, t, task_rng, task_sigma)
         # metrics for this step.

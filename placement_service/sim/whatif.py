@@ -16,7 +16,8 @@ simulation one line per finished run with an estimate of the time it has left):
    or, without one, reimages drawn from the generator's model (the report says which, and whether
    the log was used as it is or bootstrapped); HDFS-H's new blocks placed in daily batches;
 5. ``harvest sim availability`` at those levels: failed reads of placed blocks (blocks that found
-   no space reported apart), stock HDFS, HDFS-H and HDFS-H-hours;
+   no space reported apart), stock HDFS, HDFS-H, HDFS-H-hours and the placement service's default
+   (``availability_systems``: HDFS-H-cobusy with the default settings);
 6. ``DIR/report.md`` (``sim/whatif_report.py``): the tables, the figures, and what to configure:
    - reserve (cores kept for the primary, as a fraction of a server): the core-weighted 99th
      percentile of a tenant's CPU rise between two consecutive samples of the export. The agent
@@ -53,6 +54,15 @@ DAY_S = 86400.0
 
 class WhatIfError(HarvestError):
     """The what-if inputs cannot support the report (too short a trace, a failed step)."""
+
+
+def availability_systems() -> list[str]:
+    """HDFS-Stock, HDFS-H, HDFS-H-hours and the placement service's default (``core.service_defaults``)."""
+    from placement_service.sim.systems import service_placement
+
+    systems = ["HDFS-Stock", "HDFS-H", "HDFS-H-hours"]
+    default = service_placement().system.value
+    return systems if default in systems else [*systems, default]
 
 
 @dataclass(frozen=True)
@@ -215,7 +225,7 @@ def run_whatif(
     run(["sim", "availability", *common, "--levels", level_arg, "--days", f"{size.availability_days:.3g}",
          "--blocks", str(size.availability_blocks), "--accesses", str(size.availability_accesses),
          "--replicas", replicas, "--block-size-mb", f"{config.block_size_mb:g}",
-         "--systems", "HDFS-Stock,HDFS-H,HDFS-H-hours",
+         "--systems", ",".join(availability_systems()),
          "--workers", str(config.workers), "--out", str(out / "availability")],
         "harvest sim availability")
 

@@ -269,7 +269,7 @@ def render_report(*, title: str, dc_summary: dict[str, Any], classes: dict[str, 
     lines += ["", *_figure_links(out, "durability"), ""]
     # Availability
     av = docs["availability"]["records"]
-    av_systems = [x.value for x in (HdfsSystem.STOCK, HdfsSystem.H, HdfsSystem.H_HOURS)
+    av_systems = [x.value for x in dict.fromkeys((HdfsSystem.STOCK, HdfsSystem.H, HdfsSystem.H_HOURS, svc.system))
                   if any(r["system"] == x.value for r in av)]
     failed = _mean_by(av, ("system", "replicas", "level"), "failed_accesses")
     accesses = _mean_by(av, ("system", "replicas", "level"), "accesses")

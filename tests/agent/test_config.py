@@ -58,6 +58,8 @@ def _sample_text(setting) -> str:
         return "rm"
     if setting.kind in (int, float):
         return "1"
+    if setting.kind is bool:
+        return "off"
     return "x"
 
 
@@ -95,6 +97,17 @@ def test_toml_syntax_error_and_unknown_key(tmp_path):
 def test_tenant_is_required_to_report(tmp_path):
     with pytest.raises(ConfigError, match="'tenant'"):
         load_config({"state_dir": str(tmp_path), "service": "127.0.0.1:5000"}, {}, {})
+
+
+def test_the_forecast_from_the_service_needs_its_address_and_tenant_and_defaults_its_file(tmp_path):
+    base = {"state_dir": str(tmp_path), "capacity_cores": 4, "capacity_memory_mb": 1024}
+    with pytest.raises(ConfigError, match="'forecast_from_service' needs 'service_http' and 'tenant'"):
+        load_config({**base, "forecast_from_service": True, "tenant": "web"}, {}, {})
+    cfg = load_config({**base, "tenant": "web", "service_http": "http://127.0.0.1:1"},
+                      {"HARVEST_AGENT_FORECAST_FROM_SERVICE": "on"}, {})
+    assert cfg.forecast_from_service and cfg.forecast_file == str(tmp_path / "forecast.json")
+    with pytest.raises(ConfigError, match="forecast_refresh_s"):
+        load_config({**base, "forecast_refresh_s": 0}, {}, {})
 
 
 def test_state_dir_is_required():

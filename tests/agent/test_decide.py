@@ -195,3 +195,28 @@ BUSY_CASES = [
 def test_datanode_busy_flag_has_hysteresis(was, raw, expected):
     decision = decide(view(math.ceil(raw), 0, [], raw=raw), NOW, POLICY, DecideState(busy=was))
     assert decision.busy is expected
+
+
+# (name, primary cores, running containers' cores, forecast growth, expected target cores);
+# capacity 8, reserve 2: harvestable = 6 - primary
+FORECAST_CASES = [
+    ("no forecast growth: all of the harvestable", 1, 0, 0, 5),
+    ("growth held back from the free cores", 1, 0, 3, 2),
+    ("running containers keep their cores, the free ones lose the growth", 1, 2, 2, 3),
+    ("growth beyond the free cores: what runs, no kill", 1, 4, 3, 4),
+    ("growth of the whole harvestable", 0, 0, 9, 0),
+]
+
+
+@pytest.mark.parametrize(("name", "primary", "running", "growth", "target"), FORECAST_CASES,
+                         ids=[c[0] for c in FORECAST_CASES])
+def test_forecast_growth_lowers_the_target_never_below_what_runs(name: str, primary: int, running: int,
+                                                                growth: int, target: int) -> None:
+    containers = [container(f"c{i}", float(i), 1.0, 0.0, 1.0, 0.0) for i in range(running)]
+    d = decide(view(primary, 1000, containers), NOW, POLICY, DecideState(), growth_cores=growth)
+    assert d.target_cores == target
+    assert d.kills == ()
+    assert any(r.startswith("forecast:") for r in d.reasons) == (target < 6 - primary)
+    # the memory side and the kills are the forecast-free decision's
+    plain = decide(view(primary, 1000, containers), NOW, POLICY, DecideState())
+    assert (d.target_memory_mb, d.deficit_cores, d.busy) == (plain.target_memory_mb, plain.deficit_cores, plain.busy)

@@ -102,8 +102,7 @@ def serving(data_dir: Path, static: tuple[Path, Path], cobusy: bool) -> Iterator
     inv, reimages = static
     args = ["--inventory-file", str(inv), "--reimages-file", str(reimages), "--recluster-interval-s", "0",
             "--recluster-priority", "normal", "--compact-interval-s", "1"]
-    if cobusy:
-        args.append("--placement-cobusy")
+    args.append("--placement-cobusy" if cobusy else "--no-placement-cobusy")
     # (four server choices, off by default: the placements below show the choice at work)
     server = start_server(data_dir, *args, env={"HARVEST_PLACEMENT_REIMAGE_CHOICES": "4"})
     try:
@@ -275,3 +274,45 @@ def test_stored_estimates_stay_bounded_across_reclusterings(tmp_path: Path, stat
             db.close()
             assert rows == [(version,)]  # only the newest table's estimates are kept
             assert mode_of(server)["cobusy_estimates"]["version"] == version  # type: ignore[index]
+
+
+def test_by_default_the_service_refits_the_estimates_at_every_scheduled_reclustering(
+    tmp_path: Path, static_files: tuple[Path, Path]
+) -> None:
+    """Issue 38 point 3: HDFS-H-cobusy is the default (``core.service_defaults``). A table stored
+    while it was off has no estimates: the service places with busy-hour masks meanwhile, says so, and
+    is not degraded for it; the scheduled re-clustering (daily by default, every 2 s here) fits them
+    from the history and fits them again at every run."""
+    inv, reimages = static_files
+    data = tmp_path / "data"
+    common = ["--inventory-file", str(inv), "--reimages-file", str(reimages), "--recluster-priority", "normal",
+              "--compact-interval-s", "1"]
+    server = start_server(data, *common, "--recluster-interval-s", "0", "--no-placement-cobusy")
+    try:
+        ingest_history(server, time.time())
+        first = recluster(server)["class_table_version"]
+        assert mode_of(server)["configured"] == "HDFS-H-hours"
+    finally:
+        server.stop()
+    server = start_server(data, *common, "--recluster-interval-s", "2")
+    try:
+        mode = mode_of(server)
+        if mode["mode"] == "HDFS-H-hours":  # (the first scheduled run may already have finished)
+            assert mode["configured"] == "HDFS-H-cobusy" and mode["waiting_for_estimates"], mode
+            _, health = server.call("GET", "/healthz")
+            assert "placement_mode" not in (health.get("problems") or {}), health
+        versions: list[int] = []
+        deadline = time.monotonic() + RECLUSTER_WAIT_S
+        while len(versions) < 2 and time.monotonic() < deadline:  # two scheduled runs, no POST /v1/recluster
+            est = mode_of(server)["cobusy_estimates"]
+            if isinstance(est, dict) and (not versions or est["version"] > versions[-1]):
+                versions.append(int(est["version"]))
+            time.sleep(0.2)
+        assert len(versions) == 2 and isinstance(first, int) and first < versions[0] < versions[1], versions
+        mode = mode_of(server)
+        assert mode["mode"] == mode["configured"] == "HDFS-H-cobusy" and not mode["waiting_for_estimates"], mode
+        blocks = place_blocks(server, 90)
+        assert all(len({group_of(t) for t in tenants}) == 3 for tenants in blocks), blocks[:5]
+        assert _state(data).execute("SELECT COUNT(*) FROM cobusy_estimates").fetchone()[0] == 1
+    finally:
+        server.stop()

@@ -178,11 +178,15 @@ def test_placers_of_one_table_share_one_alignment(fitted: tuple[dict[str, Any], 
     views[0].place("t0-0", 3, (), 1 << 30)  # another block-size bucket: a new placer, same estimates
     assert all(p.cobusy is first.cobusy for p in views[0]._placers.values()) and len(views[0]._placers) == 2
     # the setting off, or no estimates: busy-hour masks, and the mode says why
-    off = build_policy_view(build_config(None, {}, {}), version, doc, nodes, None, cobusy=state)
+    off = build_policy_view(build_config(None, {}, {"placement_cobusy": False}), version, doc, nodes, None,
+                            cobusy=state)
     assert off.placer is not None and off.placer.cobusy is None and off.mode.mode == "HDFS-H-hours"
     none = build_policy_view(cfg, version, doc, nodes, None, cobusy=CobusyState(None, "why not"))
     assert none.mode.to_json() == {"mode": "HDFS-H-hours", "configured": "HDFS-H-cobusy", "fallback": True,
-                                   "reason": "no usable co-busy estimates: why not", "cobusy_estimates": None}
+                                   "reason": "no usable co-busy estimates: why not", "cobusy_estimates": None,
+                                   "waiting_for_estimates": False}  # damaged: not waiting, a health problem
+    waiting = build_policy_view(cfg, version, doc, nodes, None, cobusy=CobusyState(None, "none yet", pending=True))
+    assert waiting.mode.mode == "HDFS-H-hours" and waiting.mode.to_json()["waiting_for_estimates"] is True
     assert none.placer is not None and none.placer.cobusy is None and none.placer.uses_busy_hours
     hdfs_h = build_policy_view(build_config(None, {}, {"placement_cobusy": True, "placement_busy_hours": False}),
                                version, doc, nodes, None, cobusy=CobusyState(None, "why not"))
@@ -190,7 +194,8 @@ def test_placers_of_one_table_share_one_alignment(fitted: tuple[dict[str, Any], 
 
 
 def test_placement_cobusy_setting_from_env_and_flag_and_help() -> None:
-    assert build_config(None, {}, {}).placement_cobusy is False
+    assert build_config(None, {}, {}).placement_cobusy is True  # the default (core.service_defaults)
+    assert build_config(None, {"HARVEST_PLACEMENT_COBUSY": "off"}, {}).placement_cobusy is False
     assert build_config(None, {"HARVEST_PLACEMENT_COBUSY": "on"}, {}).placement_cobusy is True
     assert build_config(None, {"HARVEST_PLACEMENT_COBUSY": "on"}, {"placement_cobusy": False}).placement_cobusy is False
     out = subprocess.run([sys.executable, "-m", "placement_service.cli", "serve", "--help"], capture_output=True,

@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from placement_service.core.headroom_policy import choose_proportional
 from placement_service.core.selection import SelectionConfig
 from placement_service.core.types import ClassTable
 from placement_service.sim.datacenter import SimDatacenter
@@ -11,8 +12,6 @@ from placement_service.sim.schedule import (
     ScheduleConfig,
     YarnSystem,
     _choose_fill,
-    _choose_forecast,
-    _choose_proportional,
     simulate_schedule,
 )
 from placement_service.sim.streams import Streams
@@ -24,7 +23,7 @@ def test_server_choices_respect_room_and_candidates() -> None:
     rng = np.random.default_rng(0)
     free = np.array([3, 0, 2, 5, 1])
     servers = np.array([0, 2, 3])
-    for choose in (_choose_fill, _choose_proportional):
+    for choose in (_choose_fill, choose_proportional):
         got = choose(free, servers, 7, rng)
         assert got.shape == (7,)
         counts = np.bincount(got, minlength=5)
@@ -119,25 +118,6 @@ def test_yarn_h_kills_fewer_tasks_than_pt_on_mixed_tenants() -> None:
     assert pt.killed_tasks > 0
     assert h.killed_tasks < pt.killed_tasks
     assert h.unfinished_jobs == 0
-
-
-def test_forecast_choice_takes_safe_cores_first_preferred_servers_first() -> None:
-    rng = np.random.default_rng(1)
-    free = np.array([4, 4, 4, 4])
-    safe = np.array([2, 0, 3, 1])  # server 1's free cores are all expected to go back to its primary
-    f, sf = free.copy(), safe.copy()
-    got = _choose_forecast(f, sf, np.array([0, 1]), 2, True, rng)
-    assert sorted(got.tolist()) == [0, 0]  # the preferred servers' safe cores (only server 0 has some)
-    got = _choose_forecast(f, sf, np.array([0, 1]), 4, True, rng)
-    counts = np.bincount(got, minlength=4)
-    assert counts[1] == 0 and counts[2] + counts[3] == 4  # then safe cores anywhere
-    got = _choose_forecast(f, sf, None, 10, True, rng)
-    assert got.shape == (10,)  # then any free core (spill)
-    assert np.all(f >= 0) and np.all(sf >= 0) and f.sum() == 16 - 16 and sf.sum() == 0
-    # without spill, never more than the safe cores
-    f, sf = free.copy(), safe.copy()
-    got = _choose_forecast(f, sf, None, 10, False, rng)
-    assert np.all(np.bincount(got, minlength=4) == safe)
 
 
 def test_forecast_systems_kill_fewer_tasks_than_yarn_h_on_daily_tenants() -> None:

@@ -189,10 +189,10 @@ def test_policy_descriptions_follow_the_services_configuration(monkeypatch):
     config = ServiceConfig()  # the service takes its defaults from the same place
     assert (config.placement_busy_hours, config.placement_cobusy) == (
         service_defaults.PLACEMENT_BUSY_HOURS, service_defaults.PLACEMENT_COBUSY)
-    assert service_placement().system is HdfsSystem.H_HOURS  # placement_busy_hours on by default
-    assert "the placement service's default" in service_placement().describe(HdfsSystem.H_HOURS)
-    monkeypatch.setattr(service_defaults, "PLACEMENT_COBUSY", True)
     svc = service_placement()
-    assert svc.system is HdfsSystem.H_COBUSY
+    assert svc.system is HdfsSystem.H_COBUSY  # placement_cobusy on by default (issue 38 point 3)
     assert "the placement service's default: `placement_busy_hours, placement_cobusy` on" in svc.describe(HdfsSystem.H_COBUSY)
     assert "in the service with `placement_busy_hours` on; default on" in svc.describe(HdfsSystem.H_HOURS)
+    monkeypatch.setattr(service_defaults, "PLACEMENT_COBUSY", False)
+    assert service_placement().system is HdfsSystem.H_HOURS
+    assert "the placement service's default" in service_placement().describe(HdfsSystem.H_HOURS)
