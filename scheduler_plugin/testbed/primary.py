@@ -30,6 +30,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from placement_service import csvsafe
+
 PERIOD_S = 0.1
 LATENCY_HEADER = ["time", "slot", "cpu_target", "requests", "p50_ms", "p99_ms", "max_ms"]
 
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         w.start()
     new_file = not os.path.exists(args.latency_out)
     out = open(args.latency_out, "a", newline="")  # noqa: SIM115 (closed in finally)
-    writer = csv.writer(out)
+    writer = csvsafe.writer(out)
     if new_file:
         writer.writerow(LATENCY_HEADER)
         out.flush()

@@ -22,7 +22,7 @@ to the baseline rows' worst p99.
 from __future__ import annotations
 
 import argparse
-import csv
+import io
 import json
 import re
 import statistics
@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from placement_service import csvsafe
 from placement_service.atomic import atomic_write_text
 from scheduler_plugin.testbed.runner import RECORD_FIELDS, probe_stats
 from scheduler_plugin.testbed.testbed import TestbedError
@@ -150,10 +151,11 @@ def write_report(records_path: Path, out: Path, *, figures: bool = True) -> Path
         if "mode" not in r:
             raise TestbedError(f"{records_path}: record {i} has no 'mode'")
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "records.csv").open("w", newline="") as handle:
-        w = csv.DictWriter(handle, fieldnames=list(RECORD_FIELDS), extrasaction="ignore")
-        w.writeheader()
-        w.writerows(records)
+    buf = io.StringIO(newline="")
+    w = csvsafe.DictWriter(buf, fieldnames=list(RECORD_FIELDS), extrasaction="ignore")
+    w.writeheader()
+    w.writerows(records)
+    atomic_write_text(out / "records.csv", buf.getvalue())
     summary = summarize(records)
     cols = ["mode", "runs", "succeeded", "mean_job_time_s", "killed_attempts", "failed_attempts",
             "primary_p50_ms", "primary_p99_ms", "p99_vs_baseline"]

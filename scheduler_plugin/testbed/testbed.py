@@ -29,7 +29,6 @@ How a query is routed per mode is ``runner.py``'s business. The state file and t
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import os
@@ -41,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement_service import HarvestError
+from placement_service import HarvestError, csvsafe
 from placement_service.atomic import atomic_write_json, atomic_write_text
 from scheduler_plugin.testbed import cluster
 from scheduler_plugin.testbed.roles import AGENT_CAPACITY as AGENT_CAPACITY
@@ -153,7 +152,7 @@ def _overrides(scripts: Path, service_http: str, token_file: Path) -> dict[tuple
 def _topology(plan: cluster.Plan, tenants: list[str], scripts: Path, log: Path) -> None:
     inv = scripts.parent / "testbed-inventory.csv"
     with inv.open("w", newline="") as handle:
-        w = csv.writer(handle)
+        w = csvsafe.writer(handle)
         w.writerow(["server", "tenant", "environment", "rack", "datacenter", "cores", "memory_mb", "storage_gb", "ip"])
         for i, (host, tenant) in enumerate(zip(plan.workers, tenants, strict=True)):
             w.writerow([host.name, tenant, "prod", f"r{i % 2 + 1}", "dc1", NM_VCORES, NM_MEMORY_MB, 100, host.ip])
