@@ -185,8 +185,20 @@ def test_without_the_nodemanager_pattern_its_cpu_kills_a_container(node, rm, nm,
     cids = _full_node_with_busy_nodemanager(node, nm)
     agent = make_agent(node, tmp_path, rm.url, nm.url, capacity_cores="4", reclaim="local",
                        primary_cpu_noise_cores="0.1", hadoop_daemon_patterns="")
+    chosen: list[str] = []
+
+    def took_one_back() -> bool:
+        # The decision to take a container back is what is under test. On the local-kill path the
+        # kill itself may be held until the node's shrink is in force, and once held, a loaded
+        # machine (the daemon's bursts starved of CPU) may end the deficit before it is carried out:
+        # seen in CI at load 20. So every decided kill counts, carried out or held.
+        explained = agent.explain()
+        chosen.extend(k["container"] for k in explained["decision"]["kills"])
+        chosen.extend(k["container"] for k in explained["recent_kills"])
+        return bool(chosen)
+
     try:
-        run_until(agent, lambda: bool(agent.explain()["recent_kills"]))
-        assert agent.explain()["recent_kills"][0]["container"] == cids[-1]  # the youngest
+        run_until(agent, took_one_back)
+        assert chosen[0] == cids[-1]  # the youngest
     finally:
         agent.close()
