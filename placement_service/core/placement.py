@@ -73,9 +73,8 @@ from placement_service.core.placement_cobusy import (
     REIMAGE_CHOICES,
     REPAIR_CHOICES,
     _ascending,  # noqa: F401 - importable from here as before the split
-    _CobusyChoices,
 )
-from placement_service.core.placement_fast import _FastPath
+from placement_service.core.placement_cobusy_fast import _CobusyFastPath
 from placement_service.core.placement_grid import (
     _CELL_BIT,
     _COL_BIT,
@@ -136,7 +135,7 @@ class BatchView:
     free_mb: list[float]
 
 
-class ReplicaPlacer(_FastPath, _CobusyChoices):
+class ReplicaPlacer(_CobusyFastPath):
     """Grid-diverse replica placement (see the module docstring for the procedure)."""
 
     def __init__(
@@ -275,6 +274,13 @@ class ReplicaPlacer(_FastPath, _CobusyChoices):
         self._fast_second: dict[tuple[int, int, int], _FastCells | None] = {}
         self._fast_deps: list[set[tuple[int, int, int]]] = [set() for _ in range(N_CELLS)]
         self._fast_small: dict[int, frozenset[int]] = {}  # per cell: environments of its sub-grid's small cells
+        # New blocks under co-busy estimates take ``_place_fast_cobusy`` (no spread bound: its counts
+        # change the scores between replicas), with its scores kept per tenant and cell.
+        self._fast_cobusy = (
+            self._busy_hours is None and self._cobusy is not None and config.forget_every >= N_SIDE
+            and self._cobusy_spread == 0.0
+        )
+        self._cob_init()
         self._init_usable()
 
     def reset_server(self, server: str) -> None:
@@ -394,9 +400,14 @@ class ReplicaPlacer(_FastPath, _CobusyChoices):
             raise PolicyError(f"place: risk_target must be in [0, 1), got {risk_target}")
         draw: _Uniforms | None = None
         fast: tuple[list[int], str] | None = None
-        if self._fast and not excluded and not existing and 2 <= replicas <= 3 and self._all.n >= replicas:
+        if (self._fast or self._fast_cobusy) and not excluded and not existing and 2 <= replicas <= 3 \
+                and self._all.n >= replicas:
             draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
-            fast = self._place_fast(writer, replicas, draw)
+            if self._fast:
+                fast = self._place_fast(writer, replicas, draw)
+            else:
+                target = risk_target if risk_target is not None else self.new_block_target
+                fast = self._place_fast_cobusy(writer, replicas, draw, target)
             if fast is not None and len(fast[0]) == replicas:
                 chosen, reason = fast
                 free, block = self._free_mb, self._block

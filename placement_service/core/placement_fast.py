@@ -60,40 +60,17 @@ class _FastPath(_GridPlacerState):
         of the block is in), drawn uniformly; in the cell a tenant whose environment leaves the
         diagonal partner one (checked only when a cell has fewer than two to spare, as there).
         Replica 3: the partner, after the general path's ``draw.index(1)`` among its one open cell."""
-        reason = ""
-        stop: tuple[list[int], str] | None = None  # what to hand the general path when the rest is not fast
-        w = self._index.get(writer) if writer is not None else None
-        if w is None or not self._usable[w]:
-            firsts = self._fast_first
-            first = firsts[replicas] if replicas in firsts else firsts.setdefault(replicas, self._first_cells(replicas))
-            if first is None:
-                return None
-            good, rules = first
-            c1 = good[_index(draw, len(good))]
-            if writer is not None:
-                reason = f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
-            w = self._pick_tenant(c1, draw, (), (), rules[c1] if rules is not None else _NONE)
-            assert w is not None  # the cell has a usable server
-            stop = ([w], reason)  # drawn: from here on the general path takes over with it
+        first = self._fast_writer(writer, replicas, draw)
+        if first is None:
+            return None
+        w, reason, drawn = first
+        stop = ([w], reason) if drawn else None  # drawn: from here on the general path takes over with it
         c = self._server_cell[w]
         if c < 0:
-            return None
+            return stop
         tenv, stn = self._tenant_env, self._server_tenant
         env_w = tenv[stn[w]]
-        # Only a cell with at most two usable environments can depend on the first replica's one:
-        # for any other environment the choice is the same, so it shares one entry (-1).
-        small = self._fast_small.get(c)
-        if small is None:
-            active = self._cell_env_active
-            small = self._fast_small[c] = frozenset([e for x in _SUB[c] if len(active[x]) <= 2 for e in active[x]])
-        key = (c, env_w if env_w in small else -1, replicas)
-        seconds = self._fast_second
-        if key in seconds:
-            second = seconds[key]
-        else:
-            second = seconds[key] = self._second_cells(c, env_w, replicas)
-            for x in _SUB[c]:
-                self._fast_deps[x].add(key)
+        second = self._fast_second_cells(c, env_w, replicas)
         if second is None:
             return stop
         good, rules = second
@@ -109,6 +86,43 @@ class _FastPath(_GridPlacerState):
         s3 = self._pick_tenant(_PARTNER[c][c2], draw, (env_w, tenv[stn[s2]]), (w, s2))
         assert s3 is not None
         return [w, s2, s3], reason
+
+    def _fast_writer(self, writer: str | None, replicas: int, draw: _Uniforms) -> tuple[int, str, bool] | None:
+        """A fast-path block's first replica: the usable writer (no draw), or else a server drawn as
+        the general path draws a first replica (``_first_cells``); with the note for the result and
+        whether it was drawn. None, before any draw, when that draw is not certain to succeed."""
+        w = self._index.get(writer) if writer is not None else None
+        if w is not None and self._usable[w]:
+            return w, "", False
+        firsts = self._fast_first
+        first = firsts[replicas] if replicas in firsts else firsts.setdefault(replicas, self._first_cells(replicas))
+        if first is None:
+            return None
+        good, rules = first
+        c1 = good[_index(draw, len(good))]
+        reason = ""
+        if writer is not None:
+            reason = f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
+        s = self._pick_tenant(c1, draw, (), (), rules[c1] if rules is not None else _NONE)
+        assert s is not None  # the cell has a usable server
+        return s, reason, True
+
+    def _fast_second_cells(self, c: int, env_w: int, replicas: int) -> _FastCells | None:
+        """``_second_cells``, kept per grid state: only a cell with at most two usable environments
+        can depend on the first replica's one, so for any other environment the choice is the same
+        and shares one entry (-1)."""
+        small = self._fast_small.get(c)
+        if small is None:
+            active = self._cell_env_active
+            small = self._fast_small[c] = frozenset([e for x in _SUB[c] if len(active[x]) <= 2 for e in active[x]])
+        key = (c, env_w if env_w in small else -1, replicas)
+        seconds = self._fast_second
+        if key in seconds:
+            return seconds[key]
+        second = seconds[key] = self._second_cells(c, env_w, replicas)
+        for x in _SUB[c]:
+            self._fast_deps[x].add(key)
+        return second
 
     def _first_cells(self, replicas: int) -> _FastCells | None:
         """The cells the general path draws a block's first replica from (no usable writer), and
