@@ -44,9 +44,10 @@ class _FastPath(_GridPlacerState):
 
 
     def _place_fast(self, writer: str | None, replicas: int, draw: _Uniforms) -> tuple[list[int], str] | None:
-        """A new block of 2 or 3 replicas with nothing excluded or held, when it can be placed
+        """A new block of 2 to 4 replicas with nothing excluded or held, when it can be placed
         without relaxing, with exactly the draws and choices of the general path (``_pick_next``),
-        without its per-call state; None, before any draw, when the block is not such a case.
+        without its per-call state; None, before any draw, when the block is not such a case; the
+        replicas drawn so far when the rest is not (the general path goes on from them).
 
         Why it is the same choice. The first replica (no usable writer) when every cell with a
         usable server has at least ``k`` usable environments: the general path's environment check
@@ -59,8 +60,10 @@ class _FastPath(_GridPlacerState):
         usable environments other than the first replica's: ``_allowed_envs`` of a cell no server
         of the block is in), drawn uniformly; in the cell a tenant whose environment leaves the
         diagonal partner one (checked only when a cell has fewer than two to spare, as there).
-        Replica 3: the partner, after the general path's ``draw.index(1)`` among its one open cell."""
-        first = self._fast_writer(writer, replicas, draw)
+        Replica 3: the partner, after the general path's ``draw.index(1)`` among its one open cell.
+        Replica 4 (rounds of 3): any cell with a usable server left, drawn and tried in turn as there,
+        when one of them has an environment the block does not use."""
+        first = self._fast_writer(writer, min(replicas, 3), draw)
         if first is None:
             return None
         w, reason, drawn = first
@@ -70,7 +73,7 @@ class _FastPath(_GridPlacerState):
             return stop
         tenv, stn = self._tenant_env, self._server_tenant
         env_w = tenv[stn[w]]
-        second = self._fast_second_cells(c, env_w, replicas)
+        second = self._fast_second_cells(c, env_w, min(replicas, 3))
         if second is None:
             return stop
         good, rules = second
@@ -83,9 +86,30 @@ class _FastPath(_GridPlacerState):
             draw.i += 1
         else:
             draw.index(1)
-        s3 = self._pick_tenant(_PARTNER[c][c2], draw, (env_w, tenv[stn[s2]]), (w, s2))
+        envs = (env_w, tenv[stn[s2]])
+        s3 = self._pick_tenant(_PARTNER[c][c2], draw, envs, (w, s2))
         assert s3 is not None
-        return [w, s2, s3], reason
+        if replicas == 3:
+            return [w, s2, s3], reason
+        # Replica 4 starts a new round (rows and columns forgotten): a random cell with a usable
+        # server not taken, tried in the general path's order, each for a tenant of an unused
+        # environment. Only when one exists: else the general path takes over with the three (it
+        # retries, then relaxes the environment rule).
+        envs = (*envs, tenv[stn[s3]])
+        cs, active, cell = self._cell_servers, self._cell_env_active, self._server_cell
+        group = [x for x in range(N_CELLS)
+                 if cs[x] - (cell[w] == x) - (cell[s2] == x) - (cell[s3] == x) > 0]
+        if not any(len(active[x].keys() - envs) for x in group):
+            return [w, s2, s3], reason
+        while group:
+            i = _index(draw, len(group))
+            x = group[i]
+            group[i] = group[-1]
+            group.pop()
+            s4 = self._pick_tenant(x, draw, envs, (w, s2, s3))
+            if s4 is not None:
+                return [w, s2, s3, s4], reason
+        raise AssertionError("a cell with an unused environment has a tenant to take replica 4")
 
     def _fast_writer(self, writer: str | None, replicas: int, draw: _Uniforms) -> tuple[int, str, bool] | None:
         """A fast-path block's first replica: the usable writer (no draw), or else a server drawn as
