@@ -444,9 +444,9 @@ class ReplicaPlacer(_CobusyFastPath):
         if fast is not None:  # the fast path drew the first replicas, the rest is the general path's
             if fast[1]:
                 notes.append(fast[1])
-            for s in fast[0]:
-                self._record(st, s)
-                targets.append(s)
+            for drawn in fast[0]:
+                self._record(st, drawn)
+                targets.append(drawn)
         elif w is not None and self._usable[w] and w not in taken:
             self._record(st, w)
             targets.append(w)

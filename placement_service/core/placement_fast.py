@@ -86,7 +86,7 @@ class _FastPath(_GridPlacerState):
             draw.i += 1
         else:
             draw.index(1)
-        envs = (env_w, tenv[stn[s2]])
+        envs: tuple[int, ...] = (env_w, tenv[stn[s2]])
         s3 = self._pick_tenant(_PARTNER[c][c2], draw, envs, (w, s2))
         assert s3 is not None
         if replicas == 3:
