@@ -15,7 +15,9 @@ kill during which the advertised cores never grow, damping). This module only tr
 Ticks: the agent decides every ``tick_s`` (1 s by default); one simulator step of ``step_s`` holds
 ``step_s / tick_s`` ticks. Within a step the adapter runs ticks until a tick kills nothing (later
 ticks of the step would see the same node: the killed tasks have gone, the primary has not moved),
-so the per-round cap limits kills per tick, as on a node, not per step.
+so the per-round cap limits kills per tick, as on a node, not per step. The tick after a server's
+last kill, once its tasks no longer eat into the reserve (or none is left), cannot kill: it runs
+with the idle servers' array form below, at its own time.
 
 Which servers are asked: a server is asked when its primary + tasks exceed ``cores - reserve`` (a
 deficit), or when its advertised cores differ from the target, except in a cool-down when the
