@@ -40,7 +40,7 @@ usable servers than replicas raises :class:`PlacementError` in both modes.
 Speed: per-tenant and per-cell free lists with swap-remove (O(1) updates when a server fills up,
 turns busy or gets space back), rejection sampling inside them, and uniforms drawn in small batches:
 no step scans all servers. A new block of 2-3 replicas (nothing excluded or held, no busy-hour or
-co-busy preference) takes ``_place_fast`` (``core/placement_fast.py``): the same draws and choices
+co-busy preference; 4 replicas in rounds of 3) takes ``_place_fast`` (``core/placement_fast.py``): the same draws and choices
 from cell lists kept per grid state (docs/policy.md, "One block at a time"). The grid's tables and
 matching checks are in ``core/placement_grid.py``, the co-busy choices in ``core/placement_cobusy.py``.
 """
@@ -73,9 +73,8 @@ from placement_service.core.placement_cobusy import (
     REIMAGE_CHOICES,
     REPAIR_CHOICES,
     _ascending,  # noqa: F401 - importable from here as before the split
-    _CobusyChoices,
 )
-from placement_service.core.placement_fast import _FastPath
+from placement_service.core.placement_cobusy_fast import _CobusyFastPath
 from placement_service.core.placement_grid import (
     _CELL_BIT,
     _COL_BIT,
@@ -136,7 +135,7 @@ class BatchView:
     free_mb: list[float]
 
 
-class ReplicaPlacer(_FastPath, _CobusyChoices):
+class ReplicaPlacer(_CobusyFastPath):
     """Grid-diverse replica placement (see the module docstring for the procedure)."""
 
     def __init__(
@@ -268,6 +267,8 @@ class ReplicaPlacer(_FastPath, _CobusyChoices):
         self._tenant_size = [float(len(m)) for m in members]
         # New blocks of 2-3 replicas take ``_place_fast`` when nothing but the grid decides.
         self._fast = self._busy_hours is None and self._cobusy is None and config.forget_every >= N_SIDE
+        # ... and of 4, when a round is 3 (the fourth starts the next one).
+        self._fast_max = 4 if config.forget_every == N_SIDE else 3
         # Its cell choices, kept while no tenant of the cells they read gains or loses its last
         # usable server (``_cell_changed``): first replicas per replica count, replica 2 per
         # (first replica's cell, its environment, replica count), and which of those read each cell.
@@ -275,6 +276,13 @@ class ReplicaPlacer(_FastPath, _CobusyChoices):
         self._fast_second: dict[tuple[int, int, int], _FastCells | None] = {}
         self._fast_deps: list[set[tuple[int, int, int]]] = [set() for _ in range(N_CELLS)]
         self._fast_small: dict[int, frozenset[int]] = {}  # per cell: environments of its sub-grid's small cells
+        # New blocks under co-busy estimates take ``_place_fast_cobusy`` (no spread bound: its counts
+        # change the scores between replicas), with its scores kept per tenant and cell.
+        self._fast_cobusy = (
+            self._busy_hours is None and self._cobusy is not None and config.forget_every >= N_SIDE
+            and self._cobusy_spread == 0.0
+        )
+        self._cob_init()
         self._init_usable()
 
     def reset_server(self, server: str) -> None:
@@ -394,9 +402,14 @@ class ReplicaPlacer(_FastPath, _CobusyChoices):
             raise PolicyError(f"place: risk_target must be in [0, 1), got {risk_target}")
         draw: _Uniforms | None = None
         fast: tuple[list[int], str] | None = None
-        if self._fast and not excluded and not existing and 2 <= replicas <= 3 and self._all.n >= replicas:
+        if (self._fast and replicas <= self._fast_max or self._fast_cobusy and replicas <= 3) and replicas >= 2 \
+                and not excluded and not existing and self._all.n >= replicas:
             draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
-            fast = self._place_fast(writer, replicas, draw)
+            if self._fast:
+                fast = self._place_fast(writer, replicas, draw)
+            else:
+                target = risk_target if risk_target is not None else self.new_block_target
+                fast = self._place_fast_cobusy(writer, replicas, draw, target)
             if fast is not None and len(fast[0]) == replicas:
                 chosen, reason = fast
                 free, block = self._free_mb, self._block
@@ -407,7 +420,9 @@ class ReplicaPlacer(_FastPath, _CobusyChoices):
                 names = self.inventory.server
                 if replicas == 3:
                     return PlacementResult((names[chosen[0]], names[chosen[1]], names[chosen[2]]), False, reason)
-                return PlacementResult((names[chosen[0]], names[chosen[1]]), False, reason)
+                if replicas == 2:
+                    return PlacementResult((names[chosen[0]], names[chosen[1]]), False, reason)
+                return PlacementResult(tuple([names[i] for i in chosen]), False, reason)
         taken, holders = self._prepare(replicas, excluded, existing)
         if draw is None:
             draw = _Uniforms(rng if rng is not None else self._rng, 4 * replicas + 4)
@@ -426,11 +441,12 @@ class ReplicaPlacer(_FastPath, _CobusyChoices):
         relaxed = False
 
         w = self._index.get(writer) if writer is not None else None
-        if fast is not None:  # the fast path drew the first replica, the rest is the general path's
+        if fast is not None:  # the fast path drew the first replicas, the rest is the general path's
             if fast[1]:
                 notes.append(fast[1])
-            self._record(st, fast[0][0])
-            targets.append(fast[0][0])
+            for drawn in fast[0]:
+                self._record(st, drawn)
+                targets.append(drawn)
         elif w is not None and self._usable[w] and w not in taken:
             self._record(st, w)
             targets.append(w)

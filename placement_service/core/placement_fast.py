@@ -44,9 +44,10 @@ class _FastPath(_GridPlacerState):
 
 
     def _place_fast(self, writer: str | None, replicas: int, draw: _Uniforms) -> tuple[list[int], str] | None:
-        """A new block of 2 or 3 replicas with nothing excluded or held, when it can be placed
+        """A new block of 2 to 4 replicas with nothing excluded or held, when it can be placed
         without relaxing, with exactly the draws and choices of the general path (``_pick_next``),
-        without its per-call state; None, before any draw, when the block is not such a case.
+        without its per-call state; None, before any draw, when the block is not such a case; the
+        replicas drawn so far when the rest is not (the general path goes on from them).
 
         Why it is the same choice. The first replica (no usable writer) when every cell with a
         usable server has at least ``k`` usable environments: the general path's environment check
@@ -59,41 +60,20 @@ class _FastPath(_GridPlacerState):
         usable environments other than the first replica's: ``_allowed_envs`` of a cell no server
         of the block is in), drawn uniformly; in the cell a tenant whose environment leaves the
         diagonal partner one (checked only when a cell has fewer than two to spare, as there).
-        Replica 3: the partner, after the general path's ``draw.index(1)`` among its one open cell."""
-        reason = ""
-        stop: tuple[list[int], str] | None = None  # what to hand the general path when the rest is not fast
-        w = self._index.get(writer) if writer is not None else None
-        if w is None or not self._usable[w]:
-            firsts = self._fast_first
-            first = firsts[replicas] if replicas in firsts else firsts.setdefault(replicas, self._first_cells(replicas))
-            if first is None:
-                return None
-            good, rules = first
-            c1 = good[_index(draw, len(good))]
-            if writer is not None:
-                reason = f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
-            w = self._pick_tenant(c1, draw, (), (), rules[c1] if rules is not None else _NONE)
-            assert w is not None  # the cell has a usable server
-            stop = ([w], reason)  # drawn: from here on the general path takes over with it
+        Replica 3: the partner, after the general path's ``draw.index(1)`` among its one open cell.
+        Replica 4 (rounds of 3): any cell with a usable server left, drawn and tried in turn as there,
+        when one of them has an environment the block does not use."""
+        first = self._fast_writer(writer, min(replicas, 3), draw)
+        if first is None:
+            return None
+        w, reason, drawn = first
+        stop = ([w], reason) if drawn else None  # drawn: from here on the general path takes over with it
         c = self._server_cell[w]
         if c < 0:
-            return None
+            return stop
         tenv, stn = self._tenant_env, self._server_tenant
         env_w = tenv[stn[w]]
-        # Only a cell with at most two usable environments can depend on the first replica's one:
-        # for any other environment the choice is the same, so it shares one entry (-1).
-        small = self._fast_small.get(c)
-        if small is None:
-            active = self._cell_env_active
-            small = self._fast_small[c] = frozenset([e for x in _SUB[c] if len(active[x]) <= 2 for e in active[x]])
-        key = (c, env_w if env_w in small else -1, replicas)
-        seconds = self._fast_second
-        if key in seconds:
-            second = seconds[key]
-        else:
-            second = seconds[key] = self._second_cells(c, env_w, replicas)
-            for x in _SUB[c]:
-                self._fast_deps[x].add(key)
+        second = self._fast_second_cells(c, env_w, min(replicas, 3))
         if second is None:
             return stop
         good, rules = second
@@ -106,9 +86,67 @@ class _FastPath(_GridPlacerState):
             draw.i += 1
         else:
             draw.index(1)
-        s3 = self._pick_tenant(_PARTNER[c][c2], draw, (env_w, tenv[stn[s2]]), (w, s2))
+        envs: tuple[int, ...] = (env_w, tenv[stn[s2]])
+        s3 = self._pick_tenant(_PARTNER[c][c2], draw, envs, (w, s2))
         assert s3 is not None
-        return [w, s2, s3], reason
+        if replicas == 3:
+            return [w, s2, s3], reason
+        # Replica 4 starts a new round (rows and columns forgotten): a random cell with a usable
+        # server not taken, tried in the general path's order, each for a tenant of an unused
+        # environment. Only when one exists: else the general path takes over with the three (it
+        # retries, then relaxes the environment rule).
+        envs = (*envs, tenv[stn[s3]])
+        cs, active, cell = self._cell_servers, self._cell_env_active, self._server_cell
+        group = [x for x in range(N_CELLS)
+                 if cs[x] - (cell[w] == x) - (cell[s2] == x) - (cell[s3] == x) > 0]
+        if not any(len(active[x].keys() - envs) for x in group):
+            return [w, s2, s3], reason
+        while group:
+            i = _index(draw, len(group))
+            x = group[i]
+            group[i] = group[-1]
+            group.pop()
+            s4 = self._pick_tenant(x, draw, envs, (w, s2, s3))
+            if s4 is not None:
+                return [w, s2, s3, s4], reason
+        raise AssertionError("a cell with an unused environment has a tenant to take replica 4")
+
+    def _fast_writer(self, writer: str | None, replicas: int, draw: _Uniforms) -> tuple[int, str, bool] | None:
+        """A fast-path block's first replica: the usable writer (no draw), or else a server drawn as
+        the general path draws a first replica (``_first_cells``); with the note for the result and
+        whether it was drawn. None, before any draw, when that draw is not certain to succeed."""
+        w = self._index.get(writer) if writer is not None else None
+        if w is not None and self._usable[w]:
+            return w, "", False
+        firsts = self._fast_first
+        first = firsts[replicas] if replicas in firsts else firsts.setdefault(replicas, self._first_cells(replicas))
+        if first is None:
+            return None
+        good, rules = first
+        c1 = good[_index(draw, len(good))]
+        reason = ""
+        if writer is not None:
+            reason = f"writer {writer!r} unknown, busy, full or excluded: first replica on a random server"
+        s = self._pick_tenant(c1, draw, (), (), rules[c1] if rules is not None else _NONE)
+        assert s is not None  # the cell has a usable server
+        return s, reason, True
+
+    def _fast_second_cells(self, c: int, env_w: int, replicas: int) -> _FastCells | None:
+        """``_second_cells``, kept per grid state: only a cell with at most two usable environments
+        can depend on the first replica's one, so for any other environment the choice is the same
+        and shares one entry (-1)."""
+        small = self._fast_small.get(c)
+        if small is None:
+            active = self._cell_env_active
+            small = self._fast_small[c] = frozenset([e for x in _SUB[c] if len(active[x]) <= 2 for e in active[x]])
+        key = (c, env_w if env_w in small else -1, replicas)
+        seconds = self._fast_second
+        if key in seconds:
+            return seconds[key]
+        second = seconds[key] = self._second_cells(c, env_w, replicas)
+        for x in _SUB[c]:
+            self._fast_deps[x].add(key)
+        return second
 
     def _first_cells(self, replicas: int) -> _FastCells | None:
         """The cells the general path draws a block's first replica from (no usable writer), and

@@ -15,7 +15,9 @@ kill during which the advertised cores never grow, damping). This module only tr
 Ticks: the agent decides every ``tick_s`` (1 s by default); one simulator step of ``step_s`` holds
 ``step_s / tick_s`` ticks. Within a step the adapter runs ticks until a tick kills nothing (later
 ticks of the step would see the same node: the killed tasks have gone, the primary has not moved),
-so the per-round cap limits kills per tick, as on a node, not per step.
+so the per-round cap limits kills per tick, as on a node, not per step. The tick after a server's
+last kill, once its tasks no longer eat into the reserve (or none is left), cannot kill: it runs
+with the idle servers' array form below, at its own time.
 
 Which servers are asked: a server is asked when its primary + tasks exceed ``cores - reserve`` (a
 deficit), or when its advertised cores differ from the target, except in a cool-down when the
@@ -38,6 +40,7 @@ from agent.attribute import ContainerView, NodeView
 from agent.decide import DecideState, Policy, advertise_without_kills, decide, harvestable
 
 _NO_LIMIT_MB = 1e15
+_MAX_VIEWS = 200_000  # container views kept between steps (a task's never changes), then dropped
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class SimAgents:
         # Memory is not simulated: the agent advertises the whole (unlimited) memory all along, so a
         # tick never counts it as a change (which would restart the advertise hold time).
         self._memory_mb = int(harvestable(_NO_LIMIT_MB, 0, 0))
+        self._views: dict[tuple[int, float], ContainerView] = {}  # per (launch sequence, start): its view
         self.calls = 0
 
     def _policy(self, s: int) -> Policy:
@@ -129,9 +133,22 @@ class SimAgents:
             kills = deficit[servers] & (used[servers] > 0)
             full, idle = servers[kills], servers[~kills]
         victims: list[int] = []
+        settle: dict[int, list[tuple[int, bool]]] = {}  # round -> (server, deficit left) whose tick kills nothing
         for s in full.tolist():
             tasks = order[bounds[s] : bounds[s + 1]]
-            victims.extend(self._run(s, tasks, now_s, rounds, primary_cores, primary_raw, start_s, seq))
+            victims.extend(self._run(s, tasks, now_s, rounds, primary_cores, primary_raw, start_s, seq, settle))
+        for r, got in settle.items():
+            # The tick after the last kill kills nothing (no deficit left, or no task left): its
+            # advertised cores through the same array form as the idle servers', at that tick's time.
+            done = np.asarray([x for x, _ in got], dtype=np.int64)
+            left = np.asarray([d for _, d in got], dtype=bool)
+            adv, last = advertise_without_kills(
+                self.cores[done], self.reserve[done], primary_cores[done], self.advertised[done],
+                self.last_change_s[done], self.cooldown_until_s[done], now_s + r * self.settings.tick_s,
+                self._policy(int(done[0])), left,
+            )
+            self.advertised[done] = adv
+            self.last_change_s[done] = last
         if idle.size:
             # These kill nothing, and their advertised cores and cool-down do not depend on the
             # containers: the agent's own array form of its damping rule (``advertise_without_kills``,
@@ -157,16 +174,27 @@ class SimAgents:
         primary_raw: np.ndarray,
         start_s: np.ndarray,
         seq: np.ndarray,
+        settle: dict[int, list[tuple[int, bool]]],
     ) -> list[int]:
         """The agent of server ``s`` for one step (ticks until one kills nothing); returns the
-        indices of the tasks it killed and keeps its state."""
+        indices of the tasks it killed and keeps its state. A tick that cannot kill (the tasks left
+        no longer eat into the reserve, or none is left) is not run here: the server goes into
+        ``settle`` under that tick's round, for ``tick`` to run through the array form."""
         views: dict[str, ContainerView] = {}
         task_of: dict[str, int] = {}
-        for i in tasks.tolist():  # each task: one core from its launch
-            cid = _task_id(int(seq[i]))
-            views[cid] = ContainerView(container_id=cid, cpu_cores=1.0, memory_mb=0.0, start_time=float(start_s[i]),
-                                       processes=((int(seq[i]), float(start_s[i])),), pgids=(), alloc_cores=1.0)
-            task_of[cid] = i
+        known = self._views
+        if len(known) > _MAX_VIEWS:
+            known.clear()
+        for i, q, t0 in zip(tasks.tolist(), seq[tasks].tolist(), start_s[tasks].tolist(), strict=True):
+            view_i = known.get((q, t0))  # each task: one core from its launch
+            if view_i is None:
+                cid = _task_id(q)
+                view_i = known[(q, t0)] = ContainerView(
+                    container_id=cid, cpu_cores=1.0, memory_mb=0.0, start_time=t0, processes=((q, t0),), pgids=(),
+                    alloc_cores=1.0,
+                )
+            views[view_i.container_id] = view_i
+            task_of[view_i.container_id] = i
         state = DecideState(
             advertised_cores=int(self.advertised[s]),
             advertised_memory_mb=self._memory_mb,
@@ -174,6 +202,7 @@ class SimAgents:
             cooldown_until_s=float(self.cooldown_until_s[s]),
         )
         policy = self._policy(s)
+        budget = int(self.cores[s] - self.reserve[s])
         victims: list[int] = []
         for r in range(rounds):
             view = NodeView(
@@ -197,6 +226,10 @@ class SimAgents:
                 victims.append(task_of[k.container_id])
                 del views[k.container_id]
             if not decision.kills:
+                break
+            deficit = int(primary_cores[s]) + len(views) > budget
+            if r + 1 < rounds and not self.ask_all and (not views or not deficit):
+                settle.setdefault(r + 1, []).append((s, deficit))
                 break
         self.advertised[s] = state.advertised_cores
         self.last_change_s[s] = state.last_change_s

@@ -76,3 +76,41 @@ def test_fast_path_chooses_what_the_general_path_chooses(seed: int) -> None:
         assert a == b, (i, writer, replicas)
         assert fast._free_mb == general._free_mb
     assert took_fast[0] >= 15  # the fast path decided blocks, the general one the rest
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_path_places_four_replicas_as_the_general_path_does(seed: int) -> None:
+    # 12 environments: the fast path places all four; 3: replica 4 never finds an unused one and
+    # the general path goes on from the fast path's three.
+    inv, grid = grid_cluster(seed, tenants_per_cell=6, envs=12 if seed % 2 else 3)
+    fast = ReplicaPlacer(inv, grid, seed=seed)
+    general = ReplicaPlacer(inv, grid, seed=seed)
+    general._fast = False
+    rng_a, rng_b = np.random.default_rng(seed), np.random.default_rng(seed)
+    pick = np.random.default_rng(200 + seed)
+    full = [0]
+    place_fast = fast._place_fast
+
+    def counted(*args: object) -> object:
+        out = place_fast(*args)  # type: ignore[arg-type]
+        full[0] += out is not None and len(out[0]) == (4 if seed % 2 else 3)  # type: ignore[index]
+        return out
+
+    fast._place_fast = counted  # type: ignore[method-assign]
+    for i in range(150):
+        writer = [None, *inv.server][int(pick.integers(len(inv.server) + 1))]
+        if i % 29 == 0:
+            server = inv.server[int(pick.integers(len(inv.server)))]
+            for placer in (fast, general):
+                placer.reset_server(server)
+        try:
+            a: object = fast.place(writer, 4, rng=rng_a)
+        except Exception as exc:  # noqa: BLE001 - the refusal must be the same too
+            a = repr(exc)
+        try:
+            b: object = general.place(writer, 4, rng=rng_b)
+        except Exception as exc:  # noqa: BLE001
+            b = repr(exc)
+        assert a == b, (i, writer)
+        assert fast._free_mb == general._free_mb, (i, writer, a)
+    assert full[0] >= 10

@@ -72,18 +72,25 @@ def test_cool_down_holds_the_advertised_cores_after_a_kill() -> None:
     assert no_cool.advertised.tolist() == [10]
 
 
-@pytest.mark.parametrize(("lockstep", "step_s"), [(False, 60.0), (True, 60.0), (False, 10.0), (True, 10.0)])
-def test_skipping_servers_with_nothing_to_decide_changes_nothing(lockstep: bool, step_s: float) -> None:
-    """The adapter's shortcuts (servers skipped, idle servers through the array form of the damping
-    rule) give the kills and advertised cores of ``decide`` called for every server with every
-    container; a 10 s step is shorter than the 30 s advertise hold, so the threshold rule acts."""
+@pytest.mark.parametrize(("lockstep", "step_s", "cooldown_s"), [
+    (False, 60.0, None), (True, 60.0, None), (False, 10.0, None), (True, 10.0, None), (False, 10.0, 0.0),
+])
+def test_skipping_servers_with_nothing_to_decide_changes_nothing(
+    lockstep: bool, step_s: float, cooldown_s: float | None
+) -> None:
+    """The adapter's shortcuts (servers skipped, idle servers and the tick after a server's last
+    kill through the array form of the damping rule) give the kills and advertised cores of
+    ``decide`` called for every server with every container; a 10 s step is shorter than the 30 s
+    advertise hold, so the threshold rule acts; without a cool-down the tick after the last kill
+    can grow the advertised cores again."""
+    settings = AgentSettings() if cooldown_s is None else AgentSettings(cooldown_s=cooldown_s)
     rng = np.random.default_rng(5)
     n = 12
     cores, reserve = rng.integers(4, 17, n), rng.integers(1, 4, n)
     if lockstep:  # three tenants of four identical servers each, their primaries moving together
         cores, reserve = np.repeat(cores[:3], 4), np.repeat(reserve[:3], 4)
-    a = SimAgents(cores, reserve, AgentSettings())
-    b = SimAgents(cores, reserve, AgentSettings(), ask_all=True)
+    a = SimAgents(cores, reserve, settings)
+    b = SimAgents(cores, reserve, settings, ask_all=True)
     server = rng.integers(0, n, 40)
     start = rng.uniform(0, 100, 40)
     for step in range(60):
@@ -108,3 +115,19 @@ def test_skipping_servers_with_nothing_to_decide_changes_nothing(lockstep: bool,
     assert b.calls > a.calls  # the skip did skip calls
 
 
+
+
+def test_the_tick_after_the_last_kill_can_still_grow_the_advertised_cores() -> None:
+    """Without a cool-down, the tick after a kill is where the advertise hold can run out: the
+    shortcut for that tick must run it at its own time, as ``decide`` does."""
+    cores, reserve = np.array([10]), np.array([2])  # budget 8
+    got = []
+    for ask_all in (False, True):
+        agents = SimAgents(cores, reserve, AgentSettings(cooldown_s=0.0), ask_all=ask_all)
+        agents.advertised[:] = 4  # one below the target 5 (within the threshold)
+        agents.last_change_s[:] = 100.0 - 29.5  # the 30 s hold runs out 0.5 s into the step
+        server = np.zeros(6, dtype=np.int64)  # primary 3 + 6 tasks > 8: one kill
+        kills = agents.tick(100.0, 60.0, np.array([3]), np.array([2.5]), server, np.arange(6.0), np.arange(6))
+        got.append((kills.tolist(), agents.advertised.tolist(), agents.last_change_s.tolist()))
+    assert got[0] == got[1]
+    assert got[0][1] == [5] and got[0][2] == [101.0]  # grown at the tick after the kill
