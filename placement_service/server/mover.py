@@ -60,16 +60,19 @@ from placement_service import HarvestError
 from placement_service.atomic import atomic_write_json
 from placement_service.core.mover import (
     MOVE_EVERY_DAYS,
+    MOVE_MAX_FRAC_PER_DAY,
     MoveBudget,
     MoveReport,
+    blocks_one_idle,
     move_at_risk,
     move_busy_now,
     mover_config,
 )
 from placement_service.core.placement import ReplicaPlacer
-from placement_service.server.hdfs_blocks import BlockReplicas, HdfsError
+from placement_service.server.hdfs_blocks import MAX_WIDTH, BlockReplicas, HdfsError, ReplicaMap
 from placement_service.server.metrics import Metrics
 from placement_service.server.reports import NodeReport
+from placement_service.server.throttle import duty_cycle
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +84,10 @@ MOVE_MB_PER_SERVER_HOUR = 512.0
 per hour per server it has (two 256 MB blocks; the simulator's daily ``MOVE_BUDGET_MB_PER_SERVER_DAY``
 spread over 24 hours would be under one block, and the watch's moves come in bursts when a tenant
 turns busy)."""
+PLAN_SLACK = 4
+"""The core's watch sees at most this many times the moves the hour has left (some are refused)."""
+BACKGROUND_DUTY_CYCLE = (0.001, 0.003)
+"""Scan and plan: 1 ms slices with 3 ms rests (the service's ``REBUILD_DUTY_CYCLE``)."""
 EXPLAIN_MOVES = 200
 """Moves kept for ``GET /v1/explain/moves`` (newest last)."""
 
@@ -88,7 +95,7 @@ EXPLAIN_MOVES = 200
 class NameNode(Protocol):
     """What the mover needs from HDFS (``hdfs_blocks.WebHdfs``; an in-memory one in benchmarks)."""
 
-    def scan(self, roots: Sequence[str]) -> list[BlockReplicas]: ...
+    def scan_into(self, roots: Sequence[str], out: ReplicaMap) -> None: ...
 
     def blocks(self, path: str, replication: int | None = None) -> list[BlockReplicas]: ...
 
@@ -265,16 +272,20 @@ class ServiceMover:
     # -- one pass ------------------------------------------------------------------------------------
     def run_pass(self) -> dict[str, Any]:
         """Steps 1-4 of the module docstring; returns (and keeps as ``last_pass``) its summary."""
-        started, cpu0 = self.clock(), time.process_time()
+        started, cpu0 = self.clock(), time.thread_time()
         view = self._view()
         placer = view.private_placer()
         if placer is None:
             return self._pass_done(started, cpu0, 0, 0, 0, "no placer yet (no harvestable node has reported)")
         assert self.namenode is not None
-        blocks = self.namenode.scan(self.settings.roots)
-        tenant_busy = self._tenant_busy(placer)
-        plans, at_risk, refused = self.plan(placer, blocks, tenant_busy, started,
-                                            daily=view.cobusy.estimates is not None)
+        blocks = ReplicaMap()
+        # Scan and plan are pure-Python CPU work in the serving process: duty-cycled like a view
+        # rebuild (throttle.py), so ChooseTargets keeps its tail while a pass runs.
+        with duty_cycle(*BACKGROUND_DUTY_CYCLE):
+            self.namenode.scan_into(self.settings.roots, blocks)
+            tenant_busy = self._tenant_busy(placer)
+            plans, at_risk, refused = self.plan(placer, blocks, tenant_busy, started,
+                                                daily=view.cobusy.estimates is not None)
         self.blocks_at_risk = at_risk
         self.metrics.set("harvest_mover_blocks_at_risk", float(at_risk))
         done = 0
@@ -294,7 +305,7 @@ class ServiceMover:
 
     def _pass_done(self, started: float, cpu0: float, blocks: int, at_risk: int, planned: int, note: str,
                    moved: int = 0, refused: Mapping[str, int] | None = None) -> dict[str, Any]:
-        cpu_s = time.process_time() - cpu0
+        cpu_s = time.thread_time() - cpu0  # the mover thread only, not the request threads
         self.last_pass = {"at": started, "seconds": round(self.clock() - started, 3), "cpu_s": round(cpu_s, 3),
                           "blocks": blocks, "blocks_at_risk": at_risk, "planned": planned, "moved": moved,
                           "refused": dict(refused or {}), "mode": self.mode, **({"note": note} if note else {})}
@@ -305,50 +316,70 @@ class ServiceMover:
         busy_tenants = {r.tenant for r in self._node_reports().values() if r.busy}
         return np.array([t in busy_tenants for t in placer.tenant_names], dtype=bool)
 
-    def plan(self, placer: ReplicaPlacer, blocks: Sequence[BlockReplicas], tenant_busy: np.ndarray, now_s: float,
+    def plan(self, placer: ReplicaPlacer, blocks: ReplicaMap, tenant_busy: np.ndarray, now_s: float,
              daily: bool = False) -> tuple[list[MoveJob], int, dict[str, int]]:
         """Step 3: the moves the core's passes make on ``placer`` (at most one per block), the
         blocks at risk (every replica live, all but one on a busy tenant, plus the daily pass's) and
-        the moves the core refused (``budget``, ``exposure``)."""
-        index = {name: i for i, name in enumerate(placer.inventory.server)}
+        the moves the core refused (``budget``, ``exposure``). The core sees at most
+        ``PLAN_SLACK`` times the moves the hour has left (``mover_max_moves_per_hour``): a pass's
+        cost is bounded by the cap, not by how many blocks a busy tenant holds."""
         names = placer.inventory.server
         tenant_names = placer.tenant_names
+        index = {name: i for i, name in enumerate(names)}
+        lut = np.array([index.get(n, -1) for n in blocks.nodes] + [-1], dtype=np.int64)  # [-1] -> -1
+        _file, _block, _size, factor, count, hosts = blocks.arrays()
+        server_busy = tenant_busy[placer.tenant_of(np.arange(len(names)))]
         budget = self._budget(placer, now_s)
+        limit = PLAN_SLACK * self._moves_left(now_s)
         run_daily = daily and placer.cobusy is not None and now_s - self._last_daily_s >= MOVE_EVERY_DAYS * 86400.0
         if run_daily:
             self._last_daily_s = now_s
-        by_k: dict[int, list[int]] = {}
-        for i, b in enumerate(blocks):
-            if len(b.hosts) >= 2 and len(b.hosts) == b.replication:
-                by_k.setdefault(len(b.hosts), []).append(i)
         plans: list[MoveJob] = []
         at_risk = 0
         refused = {"budget": 0, "exposure": 0}
-        for k, rows in sorted(by_k.items()):
-            rep = np.array([[index.get(h, -1) for h in blocks[i].hosts] for i in rows], dtype=np.int64).reshape(-1, k)
-            before = rep.copy()
-            reports: list[tuple[str, MoveReport]] = []
-            if run_daily:
-                reports.append(("daily: the tenants' co-busy estimate above the risk limit",
-                                move_at_risk(placer, rep, mover_config(MOVE_EVERY_DAYS), self._rng, budget=budget)))
-            reports.append(("watch: every replica but one on a tenant busy now (one burst from unreadable)",
-                            move_busy_now(placer, rep, tenant_busy, self._rng, budget=budget)))
-            seen: set[int] = set()
-            for reason, report in reports:
+        for k in range(2, MAX_WIDTH + 1):
+            rows = np.flatnonzero((count == k) & (factor == k))
+            if rows.size == 0:
+                continue
+            rep = lut[hosts[rows, :k]]
+            passes: list[tuple[str, np.ndarray, MoveReport]] = []
+            if run_daily and limit > 0:
+                config = mover_config(MOVE_EVERY_DAYS, max_frac_per_day=min(MOVE_MAX_FRAC_PER_DAY, limit / rows.size))
+                before = rep.copy()
+                report = move_at_risk(placer, rep, config, self._rng, budget=budget)
                 at_risk += report.at_risk
+                passes.append(("daily: the tenants' co-busy estimate above the risk limit", before, report))
+            hot = blocks_one_idle(rep, server_busy)
+            at_risk += int(hot.size)
+            sub = rep[hot[:limit]]
+            sub_before = sub.copy()
+            watched = move_busy_now(placer, sub, tenant_busy, self._rng, budget=budget)
+            passes.append(("watch: every replica but one on a tenant busy now (one burst from unreadable)",
+                           sub_before, watched))
+            seen: set[int] = set()
+            for reason, before_rep, report in passes:
                 refused["budget"] += report.refused_budget
                 refused["exposure"] += report.refused_exposure
+                daily_pass = before_rep is not sub_before
                 for b, col in zip(report.moved_blocks.tolist(), report.moved_columns.tolist(), strict=True):
-                    if b in seen:
+                    row = int(rows[b]) if daily_pass else int(rows[hot[b]])
+                    if row in seen:
                         continue
-                    seen.add(b)
-                    blk = blocks[rows[b]]
-                    old_i, new_i = int(before[b, col]), int(rep[b, col])
+                    seen.add(row)
+                    blk = blocks.block(row)
+                    old_i = int(before_rep[b, col])
+                    new_i = int(rep[b, col]) if daily_pass else int(sub[b, col])
                     plans.append(MoveJob(
                         blk.path, blk.block_id, blk.replication, list(blk.hosts), names[old_i], names[new_i],
                         tenant_names[int(placer.tenant_of(np.array([old_i]))[0])],
                         tenant_names[int(placer.tenant_of(np.array([new_i]))[0])], reason, now_s))
         return plans, at_risk, refused
+
+    def _moves_left(self, now_s: float) -> int:
+        """Moves the trailing hour still allows (``mover_max_moves_per_hour``)."""
+        while self._started and self._started[0] <= now_s - 3600.0:
+            self._started.popleft()
+        return max(0, self.settings.max_moves_per_hour - len(self._started))
 
     def _budget(self, placer: ReplicaPlacer, now_s: float) -> MoveBudget | None:
         """The hour's byte budget on this pass's placer, with what earlier passes of the hour moved."""
@@ -366,9 +397,7 @@ class ServiceMover:
     def _admit(self, job: MoveJob, placer: ReplicaPlacer) -> bool:
         """The moves-per-hour cap; charges the tenants' bytes of the hour when admitted."""
         now = self.clock()
-        while self._started and self._started[0] <= now - 3600.0:
-            self._started.popleft()
-        if len(self._started) >= self.settings.max_moves_per_hour:
+        if self._moves_left(now) <= 0:
             return False
         self._started.append(now)
         mb = placer.config.block_size_mb
@@ -407,9 +436,11 @@ class ServiceMover:
                                f"(kept in the journal, retried next pass): {exc}") from None
         if arrived is False:
             return "rolled back: the new replica did not arrive"
-        # Until the old replica is gone: the NameNode's list can show the factor's count for a moment
-        # before the excess replica it chose is removed (seen on 3.3.6).
-        self._wait(job, lambda hosts: job.old not in hosts and len(hosts) <= job.replication)
+        # Until the block is back to its factor without the old replica, or without the new one (the
+        # NameNode dropped the new replica instead: seen on 3.3.6 under load; safe, the next pass
+        # tries again): the count alone can read as the factor for a moment before the excess
+        # replica the NameNode chose is removed.
+        self._wait(job, lambda hosts: len(hosts) <= job.replication and (job.old not in hosts or job.new not in hosts))
         hosts = self._hosts(job) or ()
         if len(hosts) > job.replication:
             return "lowered: the block still over its factor at the timeout"

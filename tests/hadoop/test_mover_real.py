@@ -89,11 +89,14 @@ def test_mover_moves_a_replica_off_busy_tenants_and_survives_a_kill(hadoop_clust
     c.service.stop()
     c.service.args = [*base_args, "--mover", "on", "--mover-namenode-url", nn, "--mover-hdfs-user", "root",
                       "--mover-paths", "/mover", "--mover-watch-every-s", str(WATCH_S),
-                      "--mover-move-timeout-s", "90"]
+                      "--mover-move-timeout-s", "30"]
     c.service.start()
     try:
         report_nodes(c)
         assert _mover(c)["mode"] == "on"
+        if os.environ.get("H38_DEBUG"):
+            for logger in ("BlockStateChange", "org.apache.hadoop.hdfs.server.blockmanagement"):
+                urllib.request.urlopen(c.nn_url(f"/logLevel?log={logger}&level=DEBUG"), timeout=30).read()
         # 1. One block at risk moves within one watch period, never under its factor.
         # Written while ads is busy: the block lands on search and mail. Moving its mail replica to
         # ads keeps the durability exposure (grid row 1 <= 2); the other way round the core refuses.

@@ -14,7 +14,7 @@ import pytest
 
 from placement_service.core.placement import ReplicaPlacer
 from placement_service.core.types import GridCell
-from placement_service.server.hdfs_blocks import BlockReplicas
+from placement_service.server.hdfs_blocks import BlockReplicas, ReplicaMap
 from placement_service.server.metrics import Metrics
 from placement_service.server.mover import MoverSettings, ServiceMover
 from tests.core.test_placement import make_inventory
@@ -36,8 +36,11 @@ class FakeNameNode:
         self.mover: ServiceMover | None = None
         self.nodes = [f"{t}-s{k}" for t in TENANTS for k in range(2)]
 
-    def scan(self, roots: Any) -> list[BlockReplicas]:
-        return [b for p in self.hosts for b in self.blocks(p)]
+    def scan_into(self, roots: Any, out: ReplicaMap) -> None:
+        for p in self.hosts:
+            file = out.add_file(p)
+            for b in self.blocks(p):
+                out.add(file, b.block_id, b.size_bytes, b.replication, b.hosts)
 
     def blocks(self, path: str, replication: int | None = None) -> list[BlockReplicas]:
         return [BlockReplicas(path, hash(path) % 1000, 1 << 20, self.factor[path], tuple(self.hosts[path]))]
