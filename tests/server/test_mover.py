@@ -129,3 +129,45 @@ def test_a_damaged_journal_stops_the_start_with_the_file_named(tmp_path: Path) -
     with pytest.raises(Exception, match="mover-journal.json"):
         _mover(tmp_path, FakeNameNode({"/f": ["a0-s0", "a8-s0"]}), set())
 
+
+
+# ---------------------------------------------------------------- the contract on a real server
+
+
+def test_serve_mover_contract_and_kill_switch(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.server.conftest import start_server
+
+    helptext = subprocess.run([sys.executable, "-m", "placement_service.cli", "serve", "--help"],
+                              capture_output=True, text=True, check=True).stdout
+    assert "--mover {off,dry-run,on}" in helptext and "default off" in " ".join(helptext.split())
+    srv = start_server(tmp_path / "data")
+    try:
+        status, doc = srv.call("GET", "/v1/mover", token=None)
+        assert status == 200
+        assert {k: doc[k] for k in ("mode", "moves_total", "blocks_at_risk", "last_pass")} == {
+            "mode": "off", "moves_total": 0, "blocks_at_risk": 0, "last_pass": None}
+        assert srv.call("PUT", "/v1/mover", {"mode": "on"}, token=None)[0] == 401
+        status, doc = srv.call("PUT", "/v1/mover", {"mode": "on"})
+        assert status == 409 and "mover_namenode_url" in doc["error"]["message"]
+        status, doc = srv.call("PUT", "/v1/mover", {"mode": "fast"})
+        assert status == 400 and doc["error"]["field"] == "mode"
+        status, doc = srv.call("POST", "/v1/blocks/drop", {"replicas": ["a", "b", "c"]}, token=None)
+        assert status == 200 and doc == {"drop": None}
+        status, doc = srv.call("POST", "/v1/blocks/drop", {"replicas": "a"}, token=None)
+        assert status == 400 and doc["error"]["field"] == "replicas"
+    finally:
+        srv.stop()
+
+
+def test_mover_on_without_a_namenode_is_one_clear_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "placement_service.cli", "serve", "--data-dir", str(tmp_path / "d"),
+                           "--http-port", "0", "--grpc-port", "0", "--mover", "on"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "mover_namenode_url" in done.stderr, done.stderr
