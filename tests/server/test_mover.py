@@ -171,3 +171,13 @@ def test_mover_on_without_a_namenode_is_one_clear_line(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "mover_namenode_url" in done.stderr, done.stderr
+
+
+def test_the_mover_is_described_as_in_the_service_and_off_by_default() -> None:
+    from placement_service.server.config import ServiceConfig
+    from placement_service.server.mover import DEFAULT_MOVER_MODE
+    from placement_service.sim.systems import HdfsSystem, service_placement
+
+    assert ServiceConfig().mover == DEFAULT_MOVER_MODE == "off"
+    text = service_placement().describe(HdfsSystem.H_COBUSY_MOVER)
+    assert "simulator only" not in text and "--mover on" in text and "off by default" in text
