@@ -45,9 +45,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Excess replicas (a file's replication lowered, e.g. by the service's mover after it raised it
  * by one): {@link #chooseReplicaToDelete} asks the service which holder to drop
- * ({@code POST /v1/blocks/drop}); an answer naming one of the candidates is passed to the stock
- * choice as the only candidate (stock code still checks its storage type); no answer, an error or
- * a suspended service leaves the stock choice. Lowering a replication never takes a block below
+ * ({@code POST /v1/blocks/drop}); an answer naming one of the candidates of an excess storage type
+ * is dropped; no answer, an error or a suspended service leaves the stock choice. Lowering a replication never takes a block below
  * its new factor: the NameNode only deletes replicas beyond it.
  *
  * <p>Only public Hadoop API is named. The NameNode creates the policy with
@@ -247,24 +246,16 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault imp
         }
         String drop = d.chooseDrop(holders);
         if (drop != null) {
+          // Not through the stock chooseReplicaToDelete: with two racks its pickupReplicaSet takes
+          // every replica of a rack holding two (from rackMap), whatever candidates it is given,
+          // and drops the one with the oldest heartbeat or least space among them.
           String want = PlacementDecider.key(drop);
-          List<DatanodeStorageInfo> inMore = new ArrayList<DatanodeStorageInfo>();
-          List<DatanodeStorageInfo> inOne = new ArrayList<DatanodeStorageInfo>();
-          for (DatanodeStorageInfo s : moreThanOne) {
-            if (hostOf(s.getDatanodeDescriptor()).equals(want)) {
-              inMore.add(s);
-            }
-          }
-          for (DatanodeStorageInfo s : exactlyOne) {
-            if (hostOf(s.getDatanodeDescriptor()).equals(want)) {
-              inOne.add(s);
-            }
-          }
-          if (!inMore.isEmpty() || !inOne.isEmpty()) {
-            DatanodeStorageInfo picked = super.chooseReplicaToDelete(inMore, inOne, excessTypes, rackMap);
-            if (picked != null) {
+          List<DatanodeStorageInfo> all = new ArrayList<DatanodeStorageInfo>(moreThanOne);
+          all.addAll(exactlyOne);
+          for (DatanodeStorageInfo s : all) {
+            if (hostOf(s.getDatanodeDescriptor()).equals(want) && excessTypes.remove(s.getStorageType())) {
               LOG.info("harvest: excess replica on {} dropped as the service asked", want);
-              return picked;
+              return s;
             }
           }
         }
