@@ -10,10 +10,11 @@ service for the new replica and the one to drop exactly as the shim does (``POST
 with the holders as ``chosen``, ``POST /v1/blocks/drop``), so the moves really run; (2) ``harvest
 serve`` with a class table of ``--tenants`` tenants on the 3x3 grid and ``--nodes`` nodes, a
 ``--busy-frac`` of the tenants busy, the mover off; (3) ``ChooseTargets`` at ``--rate`` for
-``--duration-s`` with the mover off (baseline), (4) the mover on (``PUT /v1/mover``), passes back to
-back: one pass timed (its thread's CPU, wall time, the server's RSS before and after), then
-``ChooseTargets`` again while passes run, then (5) off again and a last baseline window. Moves per
-hour: the moves the passes made in their wall time, under the default caps (600 moves an hour).
+``--duration-s`` with the mover off (baseline), (4) the mover in dry-run (``PUT /v1/mover``), passes
+back to back: the first pass timed (its thread's CPU, wall time, the server's RSS before and
+after), then ``ChooseTargets`` while passes run, (5) the mover on: ``ChooseTargets`` while passes
+run and moves are made (moves per hour: those made in that window, default cap 600 an hour), (6) off
+again and a last baseline window.
 
 The stand-in is not HDFS: a real NameNode answers these calls from its block map, and a real move
 copies a block (seconds, tests/hadoop/test_mover_real.py); here a move costs the service what it
@@ -211,7 +212,8 @@ def main() -> int:
     p.add_argument("--tenants", type=int, default=5000)
     p.add_argument("--nodes", type=int, default=15000)
     p.add_argument("--blocks", type=int, default=10_000_000)
-    p.add_argument("--blocks-per-file", type=int, default=1000)
+    p.add_argument("--blocks-per-file", type=int, default=100,
+                   help="a move raises a whole file's factor: every block of it is re-replicated and dropped")
     p.add_argument("--busy-frac", type=float, default=0.1, help="share of the tenants busy now")
     p.add_argument("--duration-s", type=float, default=20.0)
     p.add_argument("--rate", type=float, default=1000.0, help="ChooseTargets per second")
@@ -242,7 +244,7 @@ def main() -> int:
                                                                             args.nodes)}
         rss_before = server.memory_mb()
         cpu_before = server.cpu_s()
-        call(server, "PUT", "/v1/mover", {"mode": "on"})
+        call(server, "PUT", "/v1/mover", {"mode": "dry-run"})  # scan and plan, no move
         t0 = time.monotonic()
         while call(server, "GET", "/v1/mover")["last_pass"] is None:
             time.sleep(0.5)
@@ -250,14 +252,18 @@ def main() -> int:
         out["first_pass"] = {**first["last_pass"], "wall_to_status_s": round(time.monotonic() - t0, 1),
                              "server_cpu_s": round(server.cpu_s() - cpu_before, 1), "rss_before": rss_before,
                              "rss_after": server.memory_mb(), "load": load_average()}
-        moves0, t_moves = first["moves_total"], time.monotonic()
-        out["with_mover"] = {"load": load_average(), **choose_targets(server, args.rate, args.duration_s, args.nodes)}
+        out["with_passes"] = {"load": load_average(), **choose_targets(server, args.rate, args.duration_s,
+                                                                        args.nodes)}
+        call(server, "PUT", "/v1/mover", {"mode": "on"})  # passes and moves
+        moves0, t_moves = call(server, "GET", "/v1/mover")["moves_total"], time.monotonic()
+        out["with_moves"] = {"load": load_average(), **choose_targets(server, args.rate, args.duration_s,
+                                                                       args.nodes)}
         status = call(server, "GET", "/v1/mover")
         hours = (time.monotonic() - t_moves) / 3600.0
-        out["moves"] = {"made": status["moves_total"] - moves0, "per_hour": round((status["moves_total"] - moves0)
-                                                                                  / hours),
-                        "cap_per_hour": status["settings"]["max_moves_per_hour"],
-                        "last_pass": status["last_pass"], "rss": server.memory_mb()}
+        made = status["moves_total"] - moves0
+        out["moves"] = {"made": made, "seconds": round(hours * 3600, 1), "per_hour": round(made / hours),
+                        "cap_per_hour": status["settings"]["max_moves_per_hour"], "last_pass": status["last_pass"],
+                        "rss": server.memory_mb()}
         call(server, "PUT", "/v1/mover", {"mode": "off"})
         out["baseline_after"] = {"load": load_average(), **choose_targets(server, args.rate, args.duration_s,
                                                                            args.nodes)}
@@ -268,7 +274,8 @@ def main() -> int:
     print(line)
     if args.out:
         Path(args.out).write_text(line + "\n")
-    print(f"ChooseTargets p99 ms: off {_p99(out['baseline_before']):.2f} / mover on {_p99(out['with_mover']):.2f} / "
+    print(f"ChooseTargets p99 ms: off {_p99(out['baseline_before']):.2f} / passes {_p99(out['with_passes']):.2f} / "
+          f"passes and moves {_p99(out['with_moves']):.2f} / "
           f"off {_p99(out['baseline_after']):.2f}; first pass over {out['blocks']:,} blocks: "
           f"{out['first_pass']['cpu_s']} s CPU, {out['first_pass']['seconds']} s wall, RSS "
           f"{out['first_pass']['rss_before']['rss_mb']} -> {out['first_pass']['rss_after']['rss_mb']} MB; "

@@ -446,7 +446,9 @@ class ServiceMover:
             return "lowered: the block still over its factor at the timeout"
         if job.new in hosts and job.old not in hosts:
             return "moved"
-        return "rolled back: the NameNode dropped another replica" if job.old in hosts else "rolled back"
+        if job.old in hosts:
+            return "rolled back: the block keeps its old replicas (the new one never arrived or was dropped)"
+        return "rolled back"
 
     def _wait(self, job: MoveJob, done: Callable[[tuple[str, ...]], bool]) -> bool:
         assert self.namenode is not None

@@ -94,9 +94,6 @@ def test_mover_moves_a_replica_off_busy_tenants_and_survives_a_kill(hadoop_clust
     try:
         report_nodes(c)
         assert _mover(c)["mode"] == "on"
-        if os.environ.get("H38_DEBUG"):
-            for logger in ("BlockStateChange", "org.apache.hadoop.hdfs.server.blockmanagement"):
-                urllib.request.urlopen(c.nn_url(f"/logLevel?log={logger}&level=DEBUG"), timeout=30).read()
         # 1. One block at risk moves within one watch period, never under its factor.
         # Written while ads is busy: the block lands on search and mail. Moving its mail replica to
         # ads keeps the durability exposure (grid row 1 <= 2); the other way round the core refuses.
@@ -133,7 +130,8 @@ def test_mover_moves_a_replica_off_busy_tenants_and_survives_a_kill(hadoop_clust
         risky_b, busy_b = _risky(c, c.block_hosts("/mover/b.bin")[0])
         watch = _Watch(c, "/mover/b.bin")
         report_nodes(c, busy=busy_b)
-        _wait("a move in flight", lambda: bool(_mover(c)["in_flight"]), 120, 0.1)
+        journal = c.service.tmp / "data" / "mover-journal.json"
+        _wait("a move in the journal", lambda: journal.exists() and '"path"' in journal.read_text(), 120, 0.02)
         assert c.service.proc is not None
         c.service.proc.kill()
         c.service.proc.wait()
