@@ -112,6 +112,8 @@ class MoverSettings:
     move_timeout_s: float = 300.0
     poll_s: float = 1.0
     seed: int = 0
+    scan_in_child: bool = True
+    """Scan the NameNode in a worker process (``ServiceMover._scan``); False: in the mover's thread."""
 
 
 @dataclass
@@ -165,6 +167,7 @@ class ServiceMover:
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="mover", daemon=True)
+        self._scanner: Any = None  # the scan's worker process (``_scan``), started on first use
 
     # -- the loop ---------------------------------------------------------------------------------
     def start(self) -> ServiceMover:
@@ -177,6 +180,8 @@ class ServiceMover:
         self._wake.set()
         if self._thread.ident is not None:
             self._thread.join(timeout=30)
+        if self._scanner is not None:
+            self._scanner.shutdown(wait=False, cancel_futures=True)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -278,11 +283,10 @@ class ServiceMover:
         if placer is None:
             return self._pass_done(started, cpu0, 0, 0, 0, "no placer yet (no harvestable node has reported)")
         assert self.namenode is not None
-        blocks = ReplicaMap()
-        # Scan and plan are pure-Python CPU work in the serving process: duty-cycled like a view
-        # rebuild (throttle.py), so ChooseTargets keeps its tail while a pass runs.
+        blocks, scan_cpu_s = self._scan()
+        # The plan is Python work in the serving process: duty-cycled like a view rebuild
+        # (throttle.py), so ChooseTargets keeps its tail while a pass runs.
         with duty_cycle(*BACKGROUND_DUTY_CYCLE):
-            self.namenode.scan_into(self.settings.roots, blocks)
             tenant_busy = self._tenant_busy(placer)
             plans, at_risk, refused = self.plan(placer, blocks, tenant_busy, started,
                                                 daily=view.cobusy.estimates is not None)
@@ -301,16 +305,38 @@ class ServiceMover:
                 self.metrics.inc("harvest_mover_moves_total", outcome="deferred")
                 continue
             done += self.execute(job)
-        return self._pass_done(started, cpu0, len(blocks), at_risk, len(plans), "", moved=done, refused=refused)
+        return self._pass_done(started, cpu0, len(blocks), at_risk, len(plans), "", moved=done, refused=refused,
+                               scan_cpu_s=scan_cpu_s)
 
     def _pass_done(self, started: float, cpu0: float, blocks: int, at_risk: int, planned: int, note: str,
-                   moved: int = 0, refused: Mapping[str, int] | None = None) -> dict[str, Any]:
+                   moved: int = 0, refused: Mapping[str, int] | None = None, scan_cpu_s: float = 0.0,
+                   ) -> dict[str, Any]:
         cpu_s = time.thread_time() - cpu0  # the mover thread only, not the request threads
         self.last_pass = {"at": started, "seconds": round(self.clock() - started, 3), "cpu_s": round(cpu_s, 3),
+                          "scan_cpu_s": round(scan_cpu_s, 3),
                           "blocks": blocks, "blocks_at_risk": at_risk, "planned": planned, "moved": moved,
                           "refused": dict(refused or {}), "mode": self.mode, **({"note": note} if note else {})}
         self.metrics.observe("harvest_mover_pass_seconds", self.clock() - started)
         return self.last_pass
+
+    def _scan(self) -> tuple[ReplicaMap, float]:
+        """Step 1, and the CPU seconds it took. With ``scan_in_child`` in a worker process of its own
+        (kept between passes): parsing a million blocks' JSON is ~40 s of Python that would otherwise
+        share the interpreter lock with the request threads (ChooseTargets p99 x3-5 at 1M blocks,
+        docs/benchmarks.md); only the finished arrays come back."""
+        assert self.namenode is not None
+        if not self.settings.scan_in_child:
+            cpu0 = time.thread_time()
+            blocks = ReplicaMap()
+            with duty_cycle(*BACKGROUND_DUTY_CYCLE):
+                self.namenode.scan_into(self.settings.roots, blocks)
+            return blocks, time.thread_time() - cpu0
+        if self._scanner is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._scanner = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        return self._scanner.submit(_scan_in_child, self.namenode, tuple(self.settings.roots)).result()
 
     def _tenant_busy(self, placer: ReplicaPlacer) -> np.ndarray:
         busy_tenants = {r.tenant for r in self._node_reports().values() if r.busy}
@@ -495,3 +521,11 @@ class ServiceMover:
                                "to": {"node": job.new, "tenant": job.new_tenant},
                                "reason": job.reason, "outcome": outcome,
                                "seconds": round(self.clock() - job.started_s, 3)})
+
+
+def _scan_in_child(namenode: NameNode, roots: tuple[str, ...]) -> tuple[ReplicaMap, float]:
+    """The scan in the worker process: the map and the process's CPU seconds for it."""
+    cpu0 = time.process_time()
+    blocks = ReplicaMap()
+    namenode.scan_into(roots, blocks)
+    return blocks, time.process_time() - cpu0

@@ -61,7 +61,8 @@ class FakeNameNode:
 def _mover(tmp_path: Path, nn: FakeNameNode, busy: set[str], **settings: Any) -> ServiceMover:
     reports = {n: SimpleNamespace(tenant=n.split("-")[0], busy=n.split("-")[0] in busy) for n in nn.nodes}
     view = SimpleNamespace(private_placer=_placer, cobusy=SimpleNamespace(estimates=None))
-    mover = ServiceMover(MoverSettings(mode=settings.pop("mode", "on"), poll_s=0.0, move_timeout_s=1.0, **settings),
+    mover = ServiceMover(MoverSettings(mode=settings.pop("mode", "on"), poll_s=0.0, move_timeout_s=1.0,
+                                       scan_in_child=False, **settings),
                          nn, tmp_path / "mover-journal.json", lambda: reports, lambda: view, Metrics())  # type: ignore[arg-type]
     nn.mover = mover
     return mover
