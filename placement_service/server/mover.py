@@ -181,7 +181,7 @@ class ServiceMover:
         if self._thread.ident is not None:
             self._thread.join(timeout=30)
         if self._scanner is not None:
-            self._scanner.shutdown(wait=False, cancel_futures=True)
+            self._scanner.terminate()  # a scan in progress is only reading
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -333,10 +333,13 @@ class ServiceMover:
             return blocks, time.thread_time() - cpu0
         if self._scanner is None:
             import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
+            import os
 
-            self._scanner = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        return self._scanner.submit(_scan_in_child, self.namenode, tuple(self.settings.roots)).result()
+            self._scanner = multiprocessing.get_context("spawn").Pool(1, initializer=_exit_with_parent,
+                                                                      initargs=(os.getpid(),))
+        result: tuple[ReplicaMap, float] = self._scanner.apply(_scan_in_child, (self.namenode,
+                                                                               tuple(self.settings.roots)))
+        return result
 
     def _tenant_busy(self, placer: ReplicaPlacer) -> np.ndarray:
         busy_tenants = {r.tenant for r in self._node_reports().values() if r.busy}
@@ -529,3 +532,17 @@ def _scan_in_child(namenode: NameNode, roots: tuple[str, ...]) -> tuple[ReplicaM
     blocks = ReplicaMap()
     namenode.scan_into(roots, blocks)
     return blocks, time.process_time() - cpu0
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """The scan worker's initializer: exit when the service is gone (killed with SIGKILL, its worker
+    would otherwise live on, orphaned)."""
+    import os
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
