@@ -55,8 +55,9 @@ exposure (its tenant's grid row, the reimage-frequency rank, then the reimages s
 ``ReplicaPlacer.reimages_seen``) must be at most the given-up server's, or the new replica is
 released and nothing changes (``refused_exposure``).
 
-Pure policy over the core placer: the simulator drives it (``sim.policy.CobusyMover``); in a
-cluster the moves are HDFS block moves (the Balancer's ``replaceBlock``), not yet wired.
+Pure policy over the core placer, two adapters: the simulator drives it (``sim.policy.CobusyMover``),
+and the service over a real HDFS (``server.mover.ServiceMover``: the NameNode's block map, moves by
+raising a file's replication by one and setting it back, the shim placing and dropping).
 """
 
 from __future__ import annotations

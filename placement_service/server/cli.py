@@ -53,6 +53,19 @@ def register(subparsers: Any) -> None:
                         "nodes, rounded down but at least 1 (default 0.1; 0 turns maintenance off)")
     p.add_argument("--maintenance-expiry-s", type=float,
                    help="maintenanceExpireTimeInMS horizon, renewed while busy (default 3600)")
+    m = p.add_argument_group("the mover (HDFS-H-cobusy-mover over a real HDFS; docs/service.md, \"The mover\")")
+    m.add_argument("--mover", choices=("off", "dry-run", "on"),
+                   help="move replicas of blocks at risk: off, dry-run (plan and explain only) or on "
+                        "(default off; PUT /v1/mover switches it at run time)")
+    m.add_argument("--mover-namenode-url", help="the NameNode's WebHDFS address, e.g. http://namenode:9870")
+    m.add_argument("--mover-hdfs-user", help="WebHDFS user allowed to set replication (default hdfs)")
+    m.add_argument("--mover-paths", help="comma-separated HDFS directories to watch (default /)")
+    m.add_argument("--mover-watch-every-s", type=float, help="seconds between passes (default 3600)")
+    m.add_argument("--mover-max-moves-per-hour", type=int, help="moves started in any hour (default 600)")
+    m.add_argument("--mover-mb-per-server-hour", type=float,
+                   help="MB each primary tenant sends and receives per hour, per server it has (default 512)")
+    m.add_argument("--mover-move-timeout-s", type=float,
+                   help="wait this long for a new replica before rolling a move back (default 300)")
     p.add_argument("--recluster-interval-s", type=float, help="seconds between re-clusterings (0 = on demand)")
     p.add_argument("--recluster-priority", choices=("idle", "low", "normal"),
                    help="CPU priority of the re-clustering process: idle (default; only on idle CPU, so it "
@@ -131,6 +144,8 @@ def _serve(args: argparse.Namespace) -> int:
         "maintenance_leave_after_s", "maintenance_max_enter_per_min", "maintenance_max_fraction",
         "maintenance_expiry_s",
         "capacity_url", "cluster", "capacity_silent_after_s",
+        "mover", "mover_namenode_url", "mover_hdfs_user", "mover_paths", "mover_watch_every_s",
+        "mover_max_moves_per_hour", "mover_mb_per_server_hour", "mover_move_timeout_s",
     )}
     cfg = build_config(Path(args.config) if args.config else None, os.environ, flags)
     package_logger = logging.getLogger("placement_service")

@@ -164,6 +164,15 @@ class ServiceConfig:
     maintenance_expiry_s: float = 3600.0
     maintenance_stale_after_s: float = 60.0
     maintenance_tick_s: float = 5.0
+    # The mover (server/mover.py): off, dry-run or on; the NameNode's WebHDFS address when not off.
+    mover: str = "off"
+    mover_namenode_url: str = ""  # e.g. http://namenode:9870
+    mover_hdfs_user: str = "hdfs"  # WebHDFS user.name (must be allowed to set replication)
+    mover_paths: str = "/"  # comma-separated HDFS directories whose blocks the mover watches
+    mover_watch_every_s: float = 3600.0  # core.mover.WATCH_EVERY_HOURS
+    mover_max_moves_per_hour: int = 600
+    mover_mb_per_server_hour: float = 512.0  # server/mover.py MOVE_MB_PER_SERVER_HOUR
+    mover_move_timeout_s: float = 300.0
     # Capacity service (harvest ras serve): elastic servers and revocations (empty url: not linked).
     capacity_url: str = ""
     cluster: str = ""  # this cluster's name in the capacity service's inventory
@@ -231,6 +240,10 @@ _BOUNDS: dict[str, tuple[float, float, bool]] = {
     "maintenance_expiry_s": (0.0, 30 * _DAY_S, True),
     "maintenance_stale_after_s": (0.0, _DAY_S, True),
     "maintenance_tick_s": (0.0, 3600.0, True),
+    "mover_watch_every_s": (0.0, 7 * _DAY_S, True),
+    "mover_max_moves_per_hour": (0, 10_000_000, False),
+    "mover_mb_per_server_hour": (0.0, 1e9, False),
+    "mover_move_timeout_s": (0.0, _DAY_S, True),
 }
 
 
@@ -293,6 +306,13 @@ def build_config(
         raise ConfigError(
             f"recluster_priority: expected one of {', '.join(RECLUSTER_PRIORITIES)}, got {cfg.recluster_priority!r}"
         )
+    from placement_service.server.mover import MOVER_MODES
+
+    if cfg.mover not in MOVER_MODES:
+        raise ConfigError(f"mover: expected one of {', '.join(MOVER_MODES)}, got {cfg.mover!r}")
+    if cfg.mover != "off" and not cfg.mover_namenode_url:
+        raise ConfigError(f"mover {cfg.mover} needs mover_namenode_url (the NameNode's WebHDFS address, "
+                          "e.g. http://namenode:9870)")
     if cfg.capacity_url and not cfg.cluster:
         raise ConfigError("capacity_url needs cluster (this cluster's name in the capacity service's inventory)")
     return cfg

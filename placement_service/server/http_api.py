@@ -14,13 +14,14 @@ from typing import Any
 
 from flask import Flask, Response, request
 
-from placement_service import validate
+from placement_service import HarvestError, validate
 from placement_service.core.types import PlacementError, PolicyError
 from placement_service.server.elastic import parse_elastic_set
 from placement_service.server.http_common import check_bearer, check_list
 from placement_service.server.http_common import error_response as _error
 from placement_service.server.http_common import json_body as _body
 from placement_service.server.http_common import json_response as _json
+from placement_service.server.mover import MOVER_MODES
 from placement_service.server.recluster import FORECAST_KEY
 from placement_service.server.reports import (
     AGENT_VERSION_RE,
@@ -118,6 +119,39 @@ def create_app(service: PlacementService, token: str | None) -> Flask:
         extra = {"explain": why} if explain else {}
         return _json({"targets": list(result.targets), "relaxed": result.relaxed, "reason": result.reason,
                       "short": result.short, "decision": why["decision"], **extra})
+
+    @app.post("/v1/blocks/drop")
+    def post_drop() -> Response:
+        """The shim's ``chooseReplicaToDelete``: which of a block's holders to drop (the old replica
+        of a move in flight, server/mover.py), or null for the stock choice."""
+        doc = _body()
+        if not isinstance(doc, dict) or set(doc) - {"replicas"}:
+            raise RequestError("body: must be {\"replicas\": [node names]}", "body")
+        holders = [check_name(h, f"replicas[{i}]") for i, h in
+                   enumerate(check_list(doc.get("replicas"), "replicas", cfg.max_list_items, what="node names"))]
+        return _json({"drop": service.mover.drop_for(holders)})
+
+    @app.get("/v1/mover")
+    def get_mover() -> Response:
+        return _json(service.mover.status())
+
+    @app.put("/v1/mover")
+    def put_mover() -> Response:
+        """The kill switch: ``{"mode": "off" | "dry-run" | "on"}``."""
+        require_token()
+        doc = _body()
+        if not isinstance(doc, dict) or set(doc) != {"mode"} or not isinstance(doc["mode"], str):
+            raise RequestError("body: must be {\"mode\": \"off\" | \"dry-run\" | \"on\"}", "mode")
+        try:
+            service.mover.set_mode(doc["mode"])
+        except HarvestError as exc:
+            raise RequestError(str(exc), "mode", 409 if doc["mode"] in MOVER_MODES else 400) from None
+        return _json(service.mover.status())
+
+    @app.get("/v1/explain/moves")
+    def get_explain_moves() -> Response:
+        """The mover's last moves (planned, made, rolled back, deferred), newest last."""
+        return _json({"moves": list(service.mover.explained)})
 
     @app.post("/v1/reimages")
     def post_reimages() -> Response:

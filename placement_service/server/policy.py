@@ -297,6 +297,22 @@ class PolicyView:
             for block_mb in buckets:
                 self._placer_for_bucket(block_mb)
 
+    def private_placer(self) -> ReplicaPlacer | None:
+        """A placer of the default bucket that nobody else uses (the mover's passes book space on
+        it, server/mover.py), with the busy flags and free space reported since the view was built;
+        None without nodes or a factory. Built outside the view's lock: requests are not held."""
+        if self.placer is None or self._make_placer is None:
+            return None
+        with self._lock:
+            busy, free_gb = dict(self._busy), dict(self._free_gb)
+        built = self._make_placer(self.placer.config.block_size_mb)
+        if built is not None:
+            for node, flag in busy.items():
+                built.set_busy(node, flag)
+            for node, gb in free_gb.items():
+                _set_free_mb(built, node, gb * 1024.0)
+        return built
+
     def _placer_for_bucket(self, block_mb: float) -> ReplicaPlacer:
         """Under ``_lock``: the placer of one block-size bucket, built on first use."""
         placer = self._placers.get(block_mb)

@@ -46,6 +46,7 @@ from placement_service.server.agent_versions import AgentVersions
 from placement_service.server.cobusy_store import CobusyState, load_cobusy
 from placement_service.server.config import ServiceConfig
 from placement_service.server.elastic import CapacityLink, ElasticState
+from placement_service.server.hdfs_blocks import WebHdfs
 from placement_service.server.health import Health
 from placement_service.server.history import Aggregate, HistoryStore, SlotSample
 from placement_service.server.ingest import IngestResult as IngestResult  # re-exported: importable from here
@@ -56,6 +57,7 @@ from placement_service.server.insight import Insight
 from placement_service.server.lockfile import lock_data_dir, unlock_data_dir
 from placement_service.server.maintenance import controller_from_config
 from placement_service.server.metrics import Metrics
+from placement_service.server.mover import MoverSettings, ServiceMover
 from placement_service.server.policy import (
     NO_GRID,
     PlaceDecision,
@@ -208,6 +210,17 @@ class PlacementService(_Ingest, _Reimages, _Publishing):
         self._gc_full_at_s = time.monotonic()
         self._compactor = threading.Thread(target=self._compact_loop, name="compactor", daemon=True)
         self.maintenance = controller_from_config(cfg, self._node_reports, self.metrics)  # busy DNs -> maintenance
+        self.mover = self._make_mover(cfg)  # replicas of blocks at risk moved (server/mover.py)
+
+    def _make_mover(self, cfg: ServiceConfig) -> ServiceMover:
+        namenode = WebHdfs(cfg.mover_namenode_url, cfg.mover_hdfs_user) if cfg.mover_namenode_url else None
+        roots = tuple(r.strip() for r in cfg.mover_paths.split(",") if r.strip()) or ("/",)
+        settings = MoverSettings(mode=cfg.mover, watch_every_s=cfg.mover_watch_every_s, roots=roots,
+                                 max_moves_per_hour=cfg.mover_max_moves_per_hour,
+                                 mb_per_server_hour=cfg.mover_mb_per_server_hour,
+                                 move_timeout_s=cfg.mover_move_timeout_s, seed=cfg.seed)
+        return ServiceMover(settings, namenode, cfg.data_path("mover-journal.json"), self._node_reports,
+                            lambda: self._policy, self.metrics)
 
     def start(self) -> None:
         self.compact()  # store what the previous run left in the log before serving
@@ -217,6 +230,7 @@ class PlacementService(_Ingest, _Reimages, _Publishing):
             self._publisher.start()
         if self.maintenance is not None:
             self.maintenance.start()
+        self.mover.start()
         if self.cfg.capacity_url:
             self.capacity_link = CapacityLink(
                 self.elastic, self.cfg.capacity_url, self.cfg.cluster, self.cfg.read_token(), self.last_seen,
@@ -227,6 +241,7 @@ class PlacementService(_Ingest, _Reimages, _Publishing):
         if self.capacity_link is not None:
             self.capacity_link.stop()
         self.recluster.stop()
+        self.mover.stop()
         if self._publisher.ident is not None:
             self._publisher.join(timeout=10)
         if self.maintenance is not None:
@@ -323,7 +338,12 @@ class PlacementService(_Ingest, _Reimages, _Publishing):
         strict = self.insight.strict.strict
         view = self.policy_with_node("" if writer in chosen else writer)
         try:
-            decision = view.place(writer, replicas, excluded, block_size_bytes, strict=strict, chosen=chosen)
+            steered = self.mover.steer(chosen, replicas, excluded) if chosen else None
+            if steered is not None:  # a block the mover is moving: its planned target (server/mover.py)
+                decision = PlaceDecision((steered,), False, "mover: the planned target of a move", False,
+                                         view.placer.config.block_size_mb if view.placer is not None else 0.0)
+            else:
+                decision = view.place(writer, replicas, excluded, block_size_bytes, strict=strict, chosen=chosen)
         except Exception as exc:
             self._decision_log.log("place block_size=%d replicas=%d writer=%s chosen=%s -> refused: %s",
                                    block_size_bytes, replicas, writer or "-", ",".join(chosen) or "-", exc)

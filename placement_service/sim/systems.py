@@ -57,6 +57,9 @@ class ServicePlacement:
         if system in SERVICE_SETTING:
             key = SERVICE_SETTING[system]
             return text + f" (in the service with `{key}` on; default {'on' if self.settings[key] else 'off'})"
+        if system is HdfsSystem.H_COBUSY_MOVER:
+            return text + (" (in the service with `placement_cobusy` on and `harvest serve --mover on`; the mover is "
+                           "off by default)")
         return text + " (simulator only, not in the service)"
 
 

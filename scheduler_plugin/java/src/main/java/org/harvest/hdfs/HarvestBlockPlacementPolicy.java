@@ -5,6 +5,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.EnumSet;
 import java.util.HashMap;
@@ -16,6 +17,7 @@ import java.util.Set;
 
 import org.apache.hadoop.conf.Configurable;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.AddBlockFlag;
 import org.apache.hadoop.hdfs.protocol.BlockStoragePolicy;
 import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
@@ -40,6 +42,12 @@ import org.slf4j.LoggerFactory;
  * excluded set. Stock code then picks storages, checks space, load and staleness and orders the
  * pipeline, among the service's targets only. If that yields fewer replicas than asked (a target
  * is full, stale or breaks the rack rule), the block is placed by the stock policy alone.
+ *
+ * <p>Excess replicas (a file's replication lowered, e.g. by the service's mover after it raised it
+ * by one): {@link #chooseReplicaToDelete} asks the service which holder to drop
+ * ({@code POST /v1/blocks/drop}); an answer naming one of the candidates of an excess storage type
+ * is dropped; no answer, an error or a suspended service leaves the stock choice. Lowering a replication never takes a block below
+ * its new factor: the NameNode only deletes replicas beyond it.
  *
  * <p>Only public Hadoop API is named. The NameNode creates the policy with
  * {@code ReflectionUtils.newInstance(class, conf)}, which hands the configuration to a
@@ -220,6 +228,42 @@ public class HarvestBlockPlacementPolicy extends BlockPlacementPolicyDefault imp
       return null;
     }
     return result;
+  }
+
+  @Override
+  public DatanodeStorageInfo chooseReplicaToDelete(Collection<DatanodeStorageInfo> moreThanOne,
+      Collection<DatanodeStorageInfo> exactlyOne, List<StorageType> excessTypes,
+      Map<String, List<DatanodeStorageInfo>> rackMap) {
+    PlacementDecider d = decider;
+    if (d != null && !d.suspended()) {
+      try {
+        List<String> holders = new ArrayList<String>();
+        for (DatanodeStorageInfo s : moreThanOne) {
+          holders.add(hostOf(s.getDatanodeDescriptor()));
+        }
+        for (DatanodeStorageInfo s : exactlyOne) {
+          holders.add(hostOf(s.getDatanodeDescriptor()));
+        }
+        String drop = d.chooseDrop(holders);
+        if (drop != null) {
+          // Not through the stock chooseReplicaToDelete: with two racks its pickupReplicaSet takes
+          // every replica of a rack holding two (from rackMap), whatever candidates it is given,
+          // and drops the one with the oldest heartbeat or least space among them.
+          String want = PlacementDecider.key(drop);
+          List<DatanodeStorageInfo> all = new ArrayList<DatanodeStorageInfo>(moreThanOne);
+          all.addAll(exactlyOne);
+          for (DatanodeStorageInfo s : all) {
+            if (hostOf(s.getDatanodeDescriptor()).equals(want) && excessTypes.remove(s.getStorageType())) {
+              LOG.info("harvest: excess replica on {} dropped as the service asked", want);
+              return s;
+            }
+          }
+        }
+      } catch (RuntimeException ex) {
+        LOG.warn("harvest drop choice failed, using the stock policy: {}", ex.toString());
+      }
+    }
+    return super.chooseReplicaToDelete(moreThanOne, exactlyOne, excessTypes, rackMap);
   }
 
   /** Name used with the service: the DataNode's host name, lower case. */

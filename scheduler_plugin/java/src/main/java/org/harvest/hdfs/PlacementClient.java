@@ -20,12 +20,16 @@ public final class PlacementClient implements PlacementDecider.Service {
   private static final int MAX_ANSWER_BYTES = 64 * 1024;
 
   private final URL url;
+  /** {@code .../v1/blocks/drop} next to {@code .../v1/blocks/place} (null when the URL ends otherwise). */
+  private final URL dropUrl;
   private final String token;
   private final int connectTimeoutMs;
   private final int readTimeoutMs;
 
   public PlacementClient(String url, String token, int connectTimeoutMs, int readTimeoutMs) throws IOException {
     this.url = new URL(url);
+    this.dropUrl = url.endsWith("/place") ? new URL(url.substring(0, url.length() - "/place".length()) + "/drop")
+        : null;
     this.token = token == null ? "" : token.trim();
     this.connectTimeoutMs = connectTimeoutMs;
     this.readTimeoutMs = readTimeoutMs;
@@ -33,8 +37,28 @@ public final class PlacementClient implements PlacementDecider.Service {
 
   @Override
   public PlacementDecider.Answer choose(PlacementDecider.Request request) throws IOException {
-    byte[] body = request.toJson().getBytes(StandardCharsets.UTF_8);
-    HttpURLConnection conn = (HttpURLConnection) url.openConnection();
+    return parseAnswer(post(url, request.toJson()));
+  }
+
+  /** {@code POST .../v1/blocks/drop {"replicas": [...]}} -> {@code {"drop": host or null}}. */
+  @Override
+  public String chooseDrop(List<String> holders) throws IOException {
+    if (dropUrl == null) {
+      return null;
+    }
+    Object doc;
+    try {
+      doc = MiniJson.parse(post(dropUrl, "{\"replicas\":" + MiniJson.quoteAll(holders) + "}"));
+    } catch (IllegalArgumentException ex) {
+      throw new IOException("drop answer is not JSON: " + ex.getMessage());
+    }
+    Object drop = doc instanceof Map ? ((Map<?, ?>) doc).get("drop") : null;
+    return drop instanceof String ? (String) drop : null;
+  }
+
+  private String post(URL target, String json) throws IOException {
+    byte[] body = json.getBytes(StandardCharsets.UTF_8);
+    HttpURLConnection conn = (HttpURLConnection) target.openConnection();
     try {
       conn.setConnectTimeout(connectTimeoutMs);
       conn.setReadTimeout(readTimeoutMs);
@@ -55,14 +79,14 @@ public final class PlacementClient implements PlacementDecider.Service {
       int status = conn.getResponseCode();
       if (status != 200) {
         String detail = drain(conn.getErrorStream());
-        String message = "HTTP " + status + " from " + url + ": " + detail;
+        String message = "HTTP " + status + " from " + target + ": " + detail;
         if (status >= 400 && status < 500) {
           throw new PlacementDecider.RejectedException(status, message);
         }
         throw new IOException(message);
       }
       // Reading the whole body returns the connection to the JDK's keep-alive pool.
-      return parseAnswer(read(conn.getInputStream()));
+      return read(conn.getInputStream());
     } catch (IOException ex) {
       conn.disconnect(); // never reuse a connection left in an unknown state
       throw ex;

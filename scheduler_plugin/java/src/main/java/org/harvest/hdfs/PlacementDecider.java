@@ -114,6 +114,14 @@ public final class PlacementDecider {
   /** Where answers come from (the HTTP client in production, fakes in tests). */
   public interface Service {
     Answer choose(Request request) throws IOException;
+
+    /**
+     * Which of a block's {@code holders} to drop when the NameNode deletes an excess replica
+     * ({@code POST /v1/blocks/drop}), or null for no preference (the stock choice).
+     */
+    default String chooseDrop(List<String> holders) throws IOException {
+      return null;
+    }
   }
 
   /** Injectable clock (milliseconds). */
@@ -237,6 +245,35 @@ public final class PlacementDecider {
     int n = Math.min(request.replicas, answer.targets.size());
     return new Decision(Kind.SERVICE, Collections.unmodifiableList(
         new ArrayList<String>(answer.targets.subList(0, n))), answer.reason);
+  }
+
+  /**
+   * The holder the service wants dropped among {@code holders}, or null (service suspended,
+   * failed, refused or no preference: the stock choice). A failure suspends the service as in
+   * {@link #decide}; an answer naming no holder counts as no preference.
+   */
+  public String chooseDrop(List<String> holders) {
+    if (suspended() || holders.isEmpty()) {
+      return null;
+    }
+    String drop;
+    try {
+      drop = service.chooseDrop(holders);
+    } catch (RejectedException ex) {
+      return null;
+    } catch (IOException | RuntimeException ex) {
+      suspendedUntilMs.set(clock.nowMs() + cooldownMs);
+      return null;
+    }
+    if (drop == null) {
+      return null;
+    }
+    for (String h : holders) {
+      if (key(h).equals(key(drop))) {
+        return key(drop);
+      }
+    }
+    return null;
   }
 
   /** Null when the answer is usable, else why not. */

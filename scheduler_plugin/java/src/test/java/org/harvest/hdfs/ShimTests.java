@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.EnumSet;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -14,6 +15,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.AddBlockFlag;
 import org.apache.hadoop.hdfs.protocol.BlockStoragePolicy;
 import org.apache.hadoop.hdfs.protocol.BlockType;
@@ -474,6 +476,37 @@ public final class ShimTests {
       eq(1, lines.size());
       check(lines.get(0).contains("409"), lines.get(0));
       // the pytest checks that the service saw exactly one /conflict/ request
+    });
+    test("shim drops the excess replica the service names, else the stock choice", () -> {
+      HarvestBlockPlacementPolicy p = shim(null);
+      final String[] named = {"dn4.example.com"};
+      p.setDecider(new PlacementDecider(new PlacementDecider.Service() {
+        @Override
+        public PlacementDecider.Answer choose(PlacementDecider.Request request) {
+          return null;
+        }
+
+        @Override
+        public String chooseDrop(List<String> holders) {
+          return named[0];
+        }
+      }, 1000L, new FakeClock()));
+      List<DatanodeStorageInfo> more = new ArrayList<DatanodeStorageInfo>();
+      more.add(new DatanodeStorageInfo(nodes.get(1)));
+      more.add(new DatanodeStorageInfo(nodes.get(3)));
+      List<DatanodeStorageInfo> one = new ArrayList<DatanodeStorageInfo>();
+      one.add(new DatanodeStorageInfo(nodes.get(0)));
+      Map<String, List<DatanodeStorageInfo>> racks = new HashMap<String, List<DatanodeStorageInfo>>();
+      List<StorageType> types = new ArrayList<StorageType>(Arrays.asList(StorageType.DISK));
+      // the stock stand-in would take dn2 (the first of the rack holding two)
+      eq("dn4.example.com", hosts(new DatanodeStorageInfo[] {p.chooseReplicaToDelete(more, one, types, racks)}).get(0));
+      eq(0, types.size());
+      named[0] = "dn1.example.com"; // alone on its rack: still the one named
+      types.add(StorageType.DISK);
+      eq("dn1.example.com", hosts(new DatanodeStorageInfo[] {p.chooseReplicaToDelete(more, one, types, racks)}).get(0));
+      named[0] = "dn6.example.com"; // not a holder: the stock choice
+      types.add(StorageType.DISK);
+      eq("dn2.example.com", hosts(new DatanodeStorageInfo[] {p.chooseReplicaToDelete(more, one, types, racks)}).get(0));
     });
     test("shim without a configured URL is the stock policy", () -> {
       int before = BlockPlacementPolicyDefault.stockCalls;

@@ -5,12 +5,15 @@
 package org.apache.hadoop.hdfs.server.blockmanagement;
 
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.EnumSet;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.AddBlockFlag;
 import org.apache.hadoop.hdfs.protocol.BlockStoragePolicy;
 import org.apache.hadoop.net.NetworkTopology;
@@ -65,5 +68,13 @@ public class BlockPlacementPolicyDefault extends BlockPlacementPolicy {
       results.removeAll(chosen);
     }
     return results.toArray(new DatanodeStorageInfo[0]);
+  }
+
+  /** Like the real one: a replica of a rack with more than one, if any, else any (here the first). */
+  public DatanodeStorageInfo chooseReplicaToDelete(Collection<DatanodeStorageInfo> moreThanOne,
+      Collection<DatanodeStorageInfo> exactlyOne, List<StorageType> excessTypes,
+      Map<String, List<DatanodeStorageInfo>> rackMap) {
+    Collection<DatanodeStorageInfo> from = moreThanOne.isEmpty() ? exactlyOne : moreThanOne;
+    return from.isEmpty() ? null : from.iterator().next();
   }
 }

@@ -4,6 +4,8 @@
 // jars (see scheduler_plugin/java/build.sh).
 package org.apache.hadoop.hdfs.server.blockmanagement;
 
+import org.apache.hadoop.fs.StorageType;
+
 public class DatanodeStorageInfo {
   private final DatanodeDescriptor dn;
 
@@ -13,6 +15,10 @@ public class DatanodeStorageInfo {
 
   public DatanodeDescriptor getDatanodeDescriptor() {
     return dn;
+  }
+
+  public StorageType getStorageType() {
+    return StorageType.DISK;
   }
 
   @Override

@@ -1,0 +1,9 @@
+// Test stub: the minimal slice of the Hadoop 3.3 API the shim uses, with the same signatures and
+// visibility as the real classes (checked with javap against 3.3.6; see
+// tests/plugins/test_java_stubs.py). Never shipped; the real build compiles against the Hadoop
+// jars (see scheduler_plugin/java/build.sh).
+package org.apache.hadoop.fs;
+
+public enum StorageType {
+  DISK
+}
