@@ -73,7 +73,7 @@ public final class HarvestBeeline {
     if (p == null || p.getRows() == null) { return; }
     for (List<String> row : p.getRows()) {
       if (row.isEmpty()) { continue; }
-      StringBuilder line = new StringBuilder(row.get(0)).append(" ..........");
+      StringBuilder line = new StringBuilder(row.get(0));  // "Map 1 .........." (the name and its dots)
       for (int i = 1; i < row.size(); i++) { line.append(' ').append(row.get(i)); }
       System.err.println(line);
     }
