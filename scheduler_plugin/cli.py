@@ -132,6 +132,7 @@ def _cmd_hive(args: argparse.Namespace) -> int:
         "exit_code": result.exit_code,
         "duration_s": round(result.duration_s, 3),
         "killed_attempts": result.summary.killed_attempts,
+        "failed_attempts": result.summary.failed_attempts,
         "vertex_tasks": dict(result.summary.tasks),
     }
     if args.dry_run:

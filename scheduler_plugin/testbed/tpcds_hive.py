@@ -83,9 +83,11 @@ _HIVE_TYPE = {"INTEGER": "INT", "VARCHAR": "STRING"}
 
 def schema_ddl(con: Any) -> list[str]:
     """``CREATE TABLE`` statements (HiveQL) for the 24 TPC-DS tables, from DuckDB's schema."""
-    con.execute("CALL dsdgen(sf=0)")
+    # Empty tables in a schema of their own, so that the connection's main schema stays free for data.
+    con.execute("CREATE SCHEMA IF NOT EXISTS harvest_ddl")
+    con.execute("CALL dsdgen(sf=0, schema='harvest_ddl')")
     rows = con.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
-                       "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall()
+                       "WHERE table_schema = 'harvest_ddl' ORDER BY table_name, ordinal_position").fetchall()
     tables: dict[str, list[str]] = {}
     for table, column, dtype in rows:
         tables.setdefault(str(table), []).append(f"  {column} {_HIVE_TYPE.get(str(dtype), str(dtype))}")
