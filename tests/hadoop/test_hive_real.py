@@ -98,7 +98,9 @@ def _load_tables(info: dict[str, Any], tmp: Path) -> None:
 
 
 @pytest.mark.feature("Hive 4.1 on Tez: a TPC-DS query through harvest hive on the routed queue, 0 FAILED attempts")
-def test_a_tpcds_query_runs_on_the_routed_queue_without_failed_attempts(hive_cluster: dict[str, Any]) -> None:
+@pytest.mark.parametrize("hadoop_version", [HIVE_HADOOP_VERSION])  # the verified-on table's column
+def test_a_tpcds_query_runs_on_the_routed_queue_without_failed_attempts(hive_cluster: dict[str, Any],
+                                                                         hadoop_version: str) -> None:
     tmp = Path(hive_cluster["tmp"])
     began = time.monotonic()
     _load_tables(hive_cluster, tmp)
