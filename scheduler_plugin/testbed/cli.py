@@ -33,8 +33,6 @@ def _cmd_up(args: argparse.Namespace) -> int:
     from scheduler_plugin.testbed.cluster import make_plan, up
 
     isolate = {"auto": None, "netns": True, "loopback": False}[args.network]
-    if args.hive and args.network == "auto":
-        isolate = False  # Tez's AM advertises "localhost" from a namespace (docs/hadoop.md, "Hive on Tez")
     plan = make_plan(args.version, datanodes=args.datanodes, nodemanagers=args.nodemanagers, directory=args.dir,
                      overrides=dict(args.set or []), classpath=args.classpath or [], isolate=isolate)
     info = up(plan, timeout_s=args.timeout_s, hive=args.hive)

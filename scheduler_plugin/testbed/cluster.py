@@ -341,7 +341,7 @@ def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True, h
                 state["namespaces"].append(host.netns)
                 state["veths"].append(host.veth)
                 save()
-                netns.create_host(plan.network, i, host.name)
+                netns.create_host(plan.network, i, host.name, own_hosts_file=hive)
         _say(f"formatting the NameNode (Hadoop {plan.version})")
         fmt_log = plan.dir / "hosts" / "master" / "logs" / "namenode-format.log"
         with open(fmt_log, "wb") as log:
