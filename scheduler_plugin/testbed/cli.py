@@ -35,7 +35,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     isolate = {"auto": None, "netns": True, "loopback": False}[args.network]
     plan = make_plan(args.version, datanodes=args.datanodes, nodemanagers=args.nodemanagers, directory=args.dir,
                      overrides=dict(args.set or []), classpath=args.classpath or [], isolate=isolate)
-    info = up(plan, timeout_s=args.timeout_s)
+    info = up(plan, timeout_s=args.timeout_s, hive=args.hive)
     print(json.dumps(info, indent=1))
     return 0
 
@@ -82,6 +82,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     u.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto",
                    help="worker hosts: namespaces (root + iproute2), 127.0.0.1, or netns when possible (default)")
     u.add_argument("--timeout-s", type=finite_float, default=300.0, help="give up when not healthy after this (default 300)")
+    u.add_argument("--hive", action="store_true",
+                   help="also start HiveServer2 (embedded metastore) with Tez on YARN; adds 'hiveserver2' to the JSON")
     u.set_defaults(func=_cmd_up)
     d = sub.add_parser("down", help="stop every process 'up' started in --dir and remove its namespaces")
     d.add_argument("--dir", type=Path, required=True)

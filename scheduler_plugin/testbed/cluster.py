@@ -295,7 +295,7 @@ def _say(message: str) -> None:
     print(f"harvest hadoop: {message}", file=sys.stderr, flush=True)
 
 
-def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True) -> dict[str, Any]:
+def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True, hive: bool = False) -> dict[str, Any]:
     """Start the cluster of ``plan`` and wait until every daemon is healthy; returns ``describe`` + times.
 
     1. refuse a directory that holds a running cluster; clean up a stopped one's leftovers;
@@ -304,7 +304,9 @@ def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True) -
        failure anywhere later is undone by ``down``;
     4. format the NameNode; start NameNode and ResourceManager, then every DataNode and NodeManager;
     5. wait for N live DataNodes, safe mode off and M active NodeManagers; on a timeout or a dead
-       daemon stop everything (logs stay) and raise naming the daemon and its log's last lines.
+       daemon stop everything (logs stay) and raise naming the daemon and its log's last lines;
+    6. ``hive``: HiveServer2 (embedded metastore) with Tez on YARN (``hiveserver.py``); its entry
+       ``"hiveserver2"`` joins the JSON object.
     """
     started = time.monotonic()
     plan.dir.mkdir(parents=True, exist_ok=True)
@@ -339,7 +341,7 @@ def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True) -
                 state["namespaces"].append(host.netns)
                 state["veths"].append(host.veth)
                 save()
-                netns.create_host(plan.network, i, host.name)
+                netns.create_host(plan.network, i, host.name, own_hosts_file=hive)
         _say(f"formatting the NameNode (Hadoop {plan.version})")
         fmt_log = plan.dir / "hosts" / "master" / "logs" / "namenode-format.log"
         with open(fmt_log, "wb") as log:
@@ -371,6 +373,14 @@ def up(plan: Plan, *, timeout_s: float = 300.0, assemble_missing: bool = True) -
                 raise ClusterError(f"not healthy after {timeout_s:.0f} s: {json.dumps(last)}; logs in "
                                    f"{plan.dir / 'hosts'}")
             time.sleep(1.0)
+        if hive:
+            from scheduler_plugin.testbed import hiveserver
+
+            def register(record: dict[str, Any]) -> None:
+                state["processes"].append(record)
+                save()
+
+            info["hiveserver2"] = hiveserver.start(plan, register, say=_say)
     except BaseException as exc:
         state["state"] = "failed"
         state["error"] = str(exc)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,10 +121,25 @@ def create_bridge(net: Network) -> None:
     _ip("link", "set", net.bridge, "up")
 
 
-def create_host(net: Network, index: int, name: str) -> str:
-    """Namespace + veth pair for worker ``index``; returns the namespace's name."""
+ETC_NETNS = Path("/etc/netns")
+
+
+def hosts_file(ip: str) -> str:
+    """``/etc/hosts`` of a worker's namespace: this machine's host name resolves to the worker's address,
+    whose canonical name is the address itself, so that a JVM there that advertises its
+    ``InetAddress.getLocalHost()`` (Tez's AM does) advertises an address reachable from the other hosts."""
+    return f"127.0.0.1 localhost\n{ip} {ip} {socket.gethostname()}\n"
+
+
+def create_host(net: Network, index: int, name: str, *, own_hosts_file: bool = False) -> str:
+    """Namespace + veth pair for worker ``index``; returns the namespace's name. ``own_hosts_file``:
+    also ``/etc/netns/<namespace>/hosts`` (``hosts_file``), which ``ip netns exec`` puts in place
+    of ``/etc/hosts`` for the processes it starts there."""
     ns = net.namespace(name)
     assert ns is not None and net.bridge is not None
+    if own_hosts_file:
+        (ETC_NETNS / ns).mkdir(parents=True, exist_ok=True)
+        (ETC_NETNS / ns / "hosts").write_text(hosts_file(net.worker_ip(index)))
     outside, inside = net.veth(index), net.veth(index) + "p"
     _ip("netns", "add", ns)
     _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
@@ -151,10 +167,15 @@ def remove(bridge: str | None, namespaces: list[str], veths: list[str]) -> list[
             if result.returncode != 0:
                 errors.append(f"veth {veth}: {result.stderr.strip()}")
     for ns in namespaces:
+        shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
         if ns in existing_ns:
             result = _ip("netns", "del", ns, check=False)
             if result.returncode != 0:
                 errors.append(f"namespace {ns}: {result.stderr.strip()}")
+    try:
+        ETC_NETNS.rmdir()  # only when no other namespace has a file there
+    except OSError:
+        pass
     if bridge and bridge in links:
         result = _ip("link", "del", bridge, check=False)
         if result.returncode != 0:

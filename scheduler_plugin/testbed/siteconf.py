@@ -30,6 +30,12 @@ CAPACITY_SCHEDULER = {
 }
 
 
+def _user() -> str:
+    import getpass
+
+    return getpass.getuser()
+
+
 def render(props: Mapping[str, str]) -> str:
     lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<!-- written by harvest hadoop up -->", "<configuration>"]
     for key in sorted(props):
@@ -61,6 +67,9 @@ def site_files(plan: Plan, host: HostPlan) -> dict[str, dict[str, str]]:
         "hadoop.http.staticuser.user": "root",
         "ipc.client.connect.max.retries": "30",
         "ipc.client.connect.retry.interval": "500",
+        # HiveServer2's embedded metastore acts for the session's user (even without doAs).
+        f"hadoop.proxyuser.{_user()}.hosts": "*",
+        f"hadoop.proxyuser.{_user()}.groups": "*",
     })
     files["hdfs-site"].update({
         "dfs.namenode.rpc-address": nn_rpc,

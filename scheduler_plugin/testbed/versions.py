@@ -26,6 +26,15 @@ from placement_service.atomic import atomic_write_json, atomic_write_text
 #: Versions the suite runs, oldest first; ``latest`` is the last one.
 # 3.4.3 is the newest 3.4.x on Maven Central, but its hadoop-mapreduce-examples is not published there.
 VERSIONS: tuple[str, ...] = ("3.3.6", "3.4.2")
+#: The optional Hive role (``harvest hadoop up --hive``, ``hiveserver.py``): Hive 4.1.0 is the first Hive that
+#: runs on JDK 17 (HIVE-26473; 4.0.x needs JDK 8, 4.2 is built for Java 21); Tez and Derby are the versions
+#: Hive 4.1.0's own POM names. hive-pom.xml and tez-pom.xml default to these, docker/ reads them
+#: (docker/versions.env), and tests/plugins/test_hive_versions.py checks that all agree.
+HIVE_VERSION = "4.1.0"
+TEZ_VERSION = "0.10.5"
+DERBY_VERSION = "10.14.2.0"
+#: The Hadoop the Hive role runs on (Hive 4.1.0 builds on 3.4.1; 3.4.2 is the 3.4.x the suite runs).
+HIVE_HADOOP_VERSION = "3.4.2"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POM = Path(__file__).with_name("pom.xml")
 

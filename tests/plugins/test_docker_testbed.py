@@ -86,8 +86,8 @@ def test_dockerfile_pins_every_base_image_and_release() -> None:
             continue  # a stage name
         tag = image.split(":", 1)[1]
         assert tag != "latest" and re.search(r"\d", tag), image
-    for arg in ("HADOOP_VERSION=3.3.6", "HIVE_VERSION=4.0.0", "TEZ_VERSION=0.10.3"):
-        assert f"ARG {arg}" in text
+    for arg in ("HADOOP_VERSION", "HIVE_VERSION", "TEZ_VERSION"):
+        assert re.search(rf"^ARG {arg}=\d", text, flags=re.M), arg  # values: tests/plugins/test_hive_versions.py
     # every COPY source of the build context exists
     for src in re.findall(r"^COPY (?!--from)(\S+(?: \S+)*) \S+$", text, flags=re.M):
         for part in src.split():
