@@ -3,9 +3,9 @@
     harvest hadoop up --version 3.4.2 --datanodes 1 --nodemanagers 2 --dir /tmp/c --hive
     python benchmarks/bench_tpcds_real_plans.py --cluster /tmp/c [--save-plans DIR]
 
-Steps: 1. the 24 TPC-DS tables (schema only, no data; ``tpcds_hive.schema_ddl``) in a database
+Steps: 1. the 24 TPC-DS tables (schema only, no data; ``tpcds_data.schema_ddl``) in a database
 ``tpcds``; 2. one beeline run (``--force``) with ``EXPLAIN FORMATTED`` of each query (DuckDB's texts,
-``tpcds_hive.adapt``), each after a marker row; 3. every plan through ``explain.parse_explain`` and
+``tpcds_data.adapt``), each after a marker row; 3. every plan through ``explain.parse_explain`` and
 ``job_document``; 4. vertex and edge counts against ``../shared/data/tpcds/hive_tez_tpcds30tb_dag_summary.csv``
 (Hive on Tez plans of a 30 TB warehouse: with no statistics here, joins become broadcasts, so the
 counts are expected to differ; the figure is how many agree).
@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from scheduler_plugin.explain import STAGE_ORDER, PlanError, VertexKind, job_document, parse_explain  # noqa: E402
 from scheduler_plugin.hive import extract_plan  # noqa: E402
-from scheduler_plugin.testbed import tpcds_hive  # noqa: E402
+from scheduler_plugin.testbed import tpcds_data  # noqa: E402
 
 MARK = "harvest-plan-of-q"
 #: ../shared beside the main repository (a worktree lives one level deeper: /work/wt/NAME).
@@ -80,13 +80,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.cluster}: no HiveServer2 (start the cluster with --hive)", file=sys.stderr)
         return 2
     url, beeline = hs2["jdbc"].rsplit("/", 1)[0] + "/default", hs2["beeline"]
-    con = tpcds_hive.connect()
-    queries = tpcds_hive.queries(con)
-    ddl = tpcds_hive.schema_ddl(con)
+    con = tpcds_data.connect()
+    queries = tpcds_data.queries(con)
+    ddl = tpcds_data.schema_ddl(con)
     adaptations: dict[str, int] = {}
     script = ["CREATE DATABASE IF NOT EXISTS tpcds", "USE tpcds", *ddl]
     for n in sorted(queries):
-        text, counts = tpcds_hive.adapt(queries[n])
+        text, counts = tpcds_data.adapt(queries[n])
         for k, v in counts.items():
             adaptations[k] = adaptations.get(k, 0) + v
         script += [f"SELECT '{MARK}{n}'", f"EXPLAIN FORMATTED {text}"]

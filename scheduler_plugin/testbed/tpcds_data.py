@@ -12,8 +12,21 @@ nothing leaves the machine.
     out/data/<table>/<table>.dat    '|'-separated, no header, NULL as an empty field
                                      (the DDL sets serialization.null.format to '')
     out/ddl.sql                      CREATE EXTERNAL TABLE per table, LOCATION <hdfs_root>/<table>
-    out/queries/query<N>.sql         the queries DuckDB ships (the TPC-DS templates, qualification values)
+    out/queries/query<N>.sql         the queries DuckDB ships (the TPC-DS templates, qualification
+                                     values), in HiveQL (:func:`to_hiveql`)
     out/manifest.json                {"scale", "tables": {table: rows}, "queries": [N, ...], "duckdb"}
+
+Hive's dialect differs from DuckDB's in a few places; :func:`to_hiveql` rewrites them (each rule is
+listed in :data:`ADAPTATIONS` and counted per query by :func:`adapt`):
+
+* ``"order count"`` (a double-quoted identifier) -> ```order count``` (Hive quotes identifiers with
+  backticks; a double-quoted text is a string literal);
+* the trailing ``;`` is dropped (a statement, not a script).
+
+Not adapted: queries 70 and 86 use ``grouping(col)`` inside a window's ``PARTITION BY``, which Hive 4.1
+rejects ("grouping() requires at least 2 argument"); they do not compile.
+
+:func:`schema_ddl` gives the 24 tables alone (no data, no location), for compiling plans.
 """
 
 from __future__ import annotations
@@ -22,6 +35,8 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +92,58 @@ def table_ddl(table: str, columns: list[tuple[str, str]], location: str) -> str:
             f"TBLPROPERTIES ('serialization.null.format'='');\n")
 
 
+@dataclass(frozen=True)
+class Adaptation:
+    name: str
+    pattern: re.Pattern[str]
+    replace: Callable[[re.Match[str]], str]
+
+
+ADAPTATIONS: tuple[Adaptation, ...] = (
+    Adaptation("double-quoted identifier to backticks", re.compile(r'"([^"\n]+)"'), lambda m: f"`{m.group(1)}`"),
+)
+
+
+def adapt(sql: str) -> tuple[str, dict[str, int]]:
+    """(the HiveQL text, {adaptation name: times applied}) of one DuckDB TPC-DS query."""
+    counts: dict[str, int] = {}
+    text = sql.strip().rstrip(";").strip()
+    for rule in ADAPTATIONS:
+        text, n = rule.pattern.subn(rule.replace, text)
+        if n:
+            counts[rule.name] = n
+    return text, counts
+
+
+def to_hiveql(sql: str) -> str:
+    return adapt(sql)[0]
+
+
+def queries(con: Any) -> dict[int, str]:
+    """Query number -> DuckDB's text (1..99), not adapted."""
+    return {int(n): str(q) for n, q in con.execute("SELECT query_nr, query FROM tpcds_queries()").fetchall()}
+
+
 def query_text(con: Any, number: int) -> str:
+    """Query ``number`` in HiveQL, ending in ``;`` and a newline (a script of one statement)."""
     row = con.execute("SELECT query FROM tpcds_queries() WHERE query_nr = ?", [number]).fetchone()
     if row is None:
         raise TpcdsError(f"no TPC-DS query {number} (1..99)")
-    return str(row[0]).strip() + "\n"
+    return to_hiveql(str(row[0])) + ";\n"
+
+
+def schema_ddl(con: Any) -> list[str]:
+    """``CREATE TABLE IF NOT EXISTS <table> (...)`` (HiveQL) for the 24 TPC-DS tables, no data."""
+    # Empty tables in a schema of their own, so that the connection's main schema stays free for data.
+    con.execute("CREATE SCHEMA IF NOT EXISTS harvest_ddl")
+    con.execute("CALL dsdgen(sf=0, schema='harvest_ddl')")
+    rows = con.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                       "WHERE table_schema = 'harvest_ddl' ORDER BY table_name, ordinal_position").fetchall()
+    tables: dict[str, list[str]] = {}
+    for table, column, dtype in rows:
+        tables.setdefault(str(table), []).append(f"  {column} {hive_type(str(dtype))}")
+    return [f"CREATE TABLE IF NOT EXISTS {t} (\n" + ",\n".join(cols) + "\n)\n"
+            "ROW FORMAT DELIMITED FIELDS TERMINATED BY '|'\nSTORED AS TEXTFILE" for t, cols in tables.items()]
 
 
 def generate(scale: float, out: Path, *, hdfs_root: str = "/tpcds", queries: list[int] | None = None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from scheduler_plugin.testbed import cluster as testbed
-from scheduler_plugin.testbed import tpcds_hive
+from scheduler_plugin.testbed import tpcds_data
 from scheduler_plugin.testbed.versions import HIVE_HADOOP_VERSION, HIVE_VERSION
 from tests.hadoop.conftest import FIGURES, IN_CI, REPO, RUNS, require_tools
 
@@ -84,8 +84,8 @@ def _rm_apps(info: dict[str, Any]) -> list[dict[str, Any]]:
 def _load_tables(info: dict[str, Any], tmp: Path) -> None:
     """The three tables of the query, with DuckDB's dsdgen rows at scale 0.01 (LOAD DATA LOCAL: HiveServer2
     runs on this machine)."""
-    con = tpcds_hive.connect()
-    ddl = {d.split()[5]: d for d in tpcds_hive.schema_ddl(con)}
+    con = tpcds_data.connect()
+    ddl = {d.split()[5]: d for d in tpcds_data.schema_ddl(con)}
     con.execute("CALL dsdgen(sf=0.01)")
     stmts = []
     for table in TABLES:
@@ -106,7 +106,7 @@ def test_a_tpcds_query_runs_on_the_routed_queue_without_failed_attempts(hive_clu
     began = time.monotonic()
     _load_tables(hive_cluster, tmp)
     query = tmp / f"q{QUERY}.sql"
-    query.write_text(tpcds_hive.to_hiveql(tpcds_hive.queries(tpcds_hive.connect())[QUERY]) + ";\n")
+    query.write_text(tpcds_data.to_hiveql(tpcds_data.queries(tpcds_data.connect())[QUERY]) + ";\n")
     before = {a["id"] for a in _rm_apps(hive_cluster)}
     result_json = tmp / "result.json"
     hs2 = hive_cluster["hiveserver2"]
