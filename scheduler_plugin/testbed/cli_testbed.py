@@ -57,7 +57,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     isolate = {"auto": None, "netns": True, "loopback": False}[args.network]
     cfg = UpConfig(workers=args.workers, directory=args.dir, version=args.version, trace=args.trace,
                    history_vms=args.history_vms, speedup=args.speedup, mode=args.mode, timeout_s=args.timeout_s,
-                   isolate=isolate)
+                   isolate=isolate, hive=args.hive)
     state = up(cfg)
     print(json.dumps({"dir": state["dir"], "mode": state["mode"], "startup_s": state["startup_s"],
                       "timings_s": state["timings_s"], "tenants": state["tenants"],
@@ -111,6 +111,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     u.add_argument("--mode", choices=MODES, default="harvest", help="mode to start in (default harvest)")
     u.add_argument("--network", choices=["auto", "netns", "loopback"], default="auto")
     u.add_argument("--timeout-s", type=_positive, default=600.0, help="cluster start-up limit (default 600)")
+    u.add_argument("--no-hive", dest="hive", action="store_false",
+                   help="no HiveServer2/Tez (faster; `run` then has nothing to send queries to)")
     u.set_defaults(func=_cmd_up)
     r = sub.add_parser("run", help="TPC-DS queries through harvest hive under each mode; records in D/runs/")
     r.add_argument("--dir", type=Path, required=True)

@@ -81,6 +81,7 @@ class UpConfig:
     mode: str = "harvest"
     timeout_s: float = 600.0
     isolate: bool | None = None
+    hive: bool = True  # HiveServer2 + Tez (harvest hadoop up --hive): what `run` sends queries to
 
 
 
@@ -239,7 +240,7 @@ def up(cfg: UpConfig) -> dict[str, Any]:
         say(f"3/5 cluster: {cfg.workers} worker hosts (harvest hadoop up)")
         state["cluster_dir"] = str(plan.dir)
         write_state(directory, state)
-        state["cluster"] = cluster.up(plan, timeout_s=cfg.timeout_s)
+        state["cluster"] = cluster.up(plan, timeout_s=cfg.timeout_s, hive=cfg.hive)
         state["version"] = plan.version
         daemons = json.loads((plan.dir / cluster.STATE_FILE).read_text())["processes"]
         state["cluster_processes"] = [{k: p[k] for k in ("role", "host", "pid")} for p in daemons]
