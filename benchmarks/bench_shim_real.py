@@ -32,7 +32,9 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -84,29 +86,57 @@ def _decisions(cluster: HadoopCluster) -> float:
                and 'status="200"' in line)
 
 
+def _nn_log_lines(cluster: HadoopCluster) -> list[str]:
+    log = Path(cluster.info["master"]["logs"]) / "namenode.log"
+    return log.read_text(errors="replace").splitlines() if log.exists() else []
+
+
+class _Writer:
+    """WebHDFS writes, each retried twice on an HTTP error (the error kept, the file counted once)."""
+
+    def __init__(self, cluster: HadoopCluster, payload: bytes) -> None:
+        self.cluster, self.payload = cluster, payload
+        self.errors: list[str] = []
+        self.failed = 0
+        self.lock = threading.Lock()
+
+    def put(self, path: str) -> float:
+        t0 = time.monotonic()
+        for attempt in range(3):
+            try:
+                self.cluster.webhdfs_put(path, self.payload, replication=3)
+                return time.monotonic() - t0
+            except (urllib.error.HTTPError, AssertionError) as exc:
+                body = exc.read()[:300].decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else ""
+                with self.lock:
+                    self.errors.append(f"{path} attempt {attempt + 1}: {exc} {body}")
+                time.sleep(0.5)
+        with self.lock:
+            self.failed += 1
+        return time.monotonic() - t0
+
+
 def _phase(cluster: HadoopCluster, name: str, files: int, kb: int, threads: int, warmup: int) -> dict[str, Any]:
-    payload = os.urandom(kb * 1024)
+    writer = _Writer(cluster, os.urandom(kb * 1024))
     for i in range(warmup):  # the first writes after a NameNode start pay for class loading and JIT
-        cluster.webhdfs_put(f"/bench/{name}/warm-{i:05d}", payload, replication=3)
+        writer.put(f"/bench/{name}/warm-{i:05d}")
+    log_from = len(_nn_log_lines(cluster))
     seq: list[float] = []
     before = _decisions(cluster)
     began = time.monotonic()
     for i in range(files):
-        t0 = time.monotonic()
-        cluster.webhdfs_put(f"/bench/{name}/seq-{i:05d}", payload, replication=3)
-        seq.append(time.monotonic() - t0)
+        seq.append(writer.put(f"/bench/{name}/seq-{i:05d}"))
     seq_wall = time.monotonic() - began
 
     def one(i: int) -> float:
-        t0 = time.monotonic()
-        cluster.webhdfs_put(f"/bench/{name}/par-{i:05d}", payload, replication=3)
-        return time.monotonic() - t0
+        return writer.put(f"/bench/{name}/par-{i:05d}")
 
     began = time.monotonic()
     with ThreadPoolExecutor(threads) as pool:
         par = list(pool.map(one, range(files)))
     par_wall = time.monotonic() - began
     decided = _decisions(cluster) - before
+    fallbacks = [ln for ln in _nn_log_lines(cluster)[log_from:] if "stock placement" in ln or "service targets" in ln]
     return {
         "phase": name, "files": files, "load_before": round(os.getloadavg()[0], 1),
         "seq_p50_ms": round(1000 * statistics.median(seq), 1), "seq_p99_ms": round(1000 * _pct(seq, 0.99), 1),
@@ -114,7 +144,8 @@ def _phase(cluster: HadoopCluster, name: str, files: int, kb: int, threads: int,
         f"par{threads}_p50_ms": round(1000 * statistics.median(par), 1),
         f"par{threads}_p99_ms": round(1000 * _pct(par, 0.99), 1),
         f"par{threads}_blocks_per_s": round(files / par_wall, 1),
-        "service_decisions": decided,
+        "service_decisions": decided, "failed_writes": writer.failed, "write_errors": writer.errors[:3],
+        "shim_fallback_log_lines": len(fallbacks), "last_fallback": fallbacks[-1][-300:] if fallbacks else "",
     }
 
 
@@ -131,13 +162,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("needs root: the DataNodes run in network namespaces")
     tmp = Path(tempfile.mkdtemp(prefix="bench-shim-"))
     _overrides, shim_jar, service, inventory, plan = _prepare(tmp, args.version)
-    started = False
+    started = keep = False
     try:
         info = testbed.up(plan, timeout_s=300)
         started = True
         service.start()
         cluster = HadoopCluster(args.version, info, plan.dir, service, inventory, shim_jar)
         report_nodes(cluster)
+        stop = threading.Event()
+
+        def keep_reporting() -> None:  # as the agents would: the service's view of the nodes stays fresh
+            while not stop.wait(5.0):
+                try:
+                    report_nodes(cluster)
+                except (OSError, AssertionError) as exc:
+                    print(f"report failed: {exc}", file=sys.stderr)
+
+        reporter = threading.Thread(target=keep_reporting, daemon=True)
+        reporter.start()
         phases = []
         for name, shim in (("shim-1", True), ("stock", False), ("shim-2", True)):
             if name != "shim-1":
@@ -149,17 +191,23 @@ def main(argv: list[str] | None = None) -> int:
                 phase["note"] = "some blocks fell back to the stock choice (service too slow or refused)"
             print(json.dumps(phase), flush=True)
             phases.append(phase)
+        stop.set()
         result = {"version": args.version, "file_kb": args.file_kb, "threads": args.threads, "phases": phases,
                   "load_after": round(os.getloadavg()[0], 1), "cores": os.cpu_count()}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result))
         return 0
+    except BaseException:
+        print(f"kept for a look: {tmp} (service.log, cluster/hosts/*/logs)", file=sys.stderr)
+        keep = True
+        raise
     finally:
         service.stop()
         if started:
             testbed.down(plan.dir, quiet=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -183,10 +183,33 @@ class ClassSelector:
             jt: np.array([self.config.weights[jt][c.pattern] for c in self.classes], dtype=np.float64)
             for jt in JOB_TYPES
         }
+        self._live = np.ones(len(self.classes), dtype=bool)
         self._capacity: dict[JobType, np.ndarray] = {}
         self._weighted: dict[JobType, np.ndarray] = {}
         self._eligible_total: dict[JobType, float] = {}
         self._refresh()
+
+    def set_live(self, live: Collection[str] | None) -> None:
+        """The classes with a node that reported lately (``None``: every class, the table alone).
+
+        A class learnt from history may have no node in the scheduler today (its servers run no
+        NodeManager, or none reports): its YARN partition is empty, and a job sent there waits in
+        ACCEPTED for ever. Such a class is never chosen, alone or among several. All-or-nothing: an
+        unknown class raises before anything changes.
+        """
+        if live is None:
+            mask = np.ones(len(self.classes), dtype=bool)
+        else:
+            unknown = sorted(set(live) - set(self.ids))
+            if unknown:
+                raise PolicyError(f"set_live: unknown class {unknown[0]!r}")
+            mask = np.array([cid in live for cid in self.ids], dtype=bool)
+        self._live = mask
+        self._refresh()
+
+    def live(self) -> set[str] | None:
+        """The classes :meth:`set_live` kept (``None``: every class)."""
+        return None if bool(self._live.all()) else {cid for cid, ok in zip(self.ids, self._live, strict=True) if ok}
 
     def update_current(self, current: Mapping[str, float]) -> None:
         """Set the current CPU fraction (0..1) of the named classes; other classes keep theirs.
@@ -232,7 +255,7 @@ class ClassSelector:
             usable = np.maximum(0.0, h - reserve)
             cap = self._cores * usable / self.config.container_cores
             cap = np.where((self._cores == 0.0) & (usable > 0.0), np.inf, cap)
-            weighted = np.where(usable > 0.0, h * self._weight[jt], 0.0)
+            weighted = np.where((usable > 0.0) & self._live, h * self._weight[jt], 0.0)
             self._capacity[jt] = cap
             self._weighted[jt] = weighted
             self._eligible_total[jt] = float(cap[weighted > 0.0].sum())
@@ -270,6 +293,7 @@ class ClassSelector:
                 "capacity_containers": None if math.isinf(cap[i]) else float(cap[i]),
                 "weight": float(self._weight[jt][i]), "weighted_headroom": float(weighted[i]),
                 "fits_alone": bool(cap[i] >= req and weighted[i] > 0.0), "chosen": cid in sel.classes,
+                "live": bool(self._live[i]),
             }
             for i, (cid, c) in enumerate(zip(self.ids, self.classes, strict=True))
         ]

@@ -233,6 +233,7 @@ class PolicyView:
         if current:
             with self._lock:
                 self.selector.update_current(current)
+                self.selector.set_live(live_classes(self.selector, current))
 
     def set_selection(self, selection: SelectionConfig | None) -> None:
         """Take new selection settings in place: a new selector over the same classes, each class's
@@ -240,9 +241,10 @@ class PolicyView:
         if self.selector is None:
             return
         with self._lock:
-            current = self.selector.current()
+            current, live = self.selector.current(), self.selector.live()
             selector = ClassSelector(self.selector.classes, selection)
             selector.update_current(current)
+            selector.set_live(live)
             self.selector = selector
 
     def set_busy(self, node: str, busy: bool) -> None:
@@ -463,6 +465,13 @@ def elastic_class(nodes: Mapping[str, NodeReport], elastic_nodes: frozenset[str]
                              tenants=(), servers=len(reps), cores=float(sum(r.capacity_cores for r in reps)))]
 
 
+def live_classes(selector: ClassSelector, current: Mapping[str, float]) -> set[str]:
+    """The classes a job may be sent to: those with a node that reported within the current window
+    (the keys of ``current``), plus the elastic class, which exists only while its servers report.
+    A class no node reports from has an empty YARN partition: a job sent there waits for ever."""
+    return set(current) | ({ELASTIC_CLASS} & set(selector.ids))
+
+
 def class_current_cpu(
     table: ClassTable, nodes: Mapping[str, NodeReport], now_s: float, window_s: float
 ) -> dict[str, float]:
@@ -509,6 +518,7 @@ def build_policy_view(
                     current = class_current_cpu(table, nodes, time.time(), current_window_s)
                     if current:
                         selector.update_current(current)
+                        selector.set_live(live_classes(selector, current))
         except PolicyError as exc:
             logger.error("stored class table v%d is unusable (%s); serving without classes", version, exc)
             table, selector = None, None

@@ -254,3 +254,34 @@ def test_selection_answers_are_consistent_with_capacities(
         assert sum(cap[c] for c in out[:-1]) < req  # stops as soon as the demand is covered
     else:
         assert out == ()
+
+
+def test_a_class_without_live_nodes_is_never_chosen() -> None:
+    """Found on the testbed (2026-11-29): classes learnt from a history cover tenants whose servers
+    run no NodeManager; the router sent a TPC-DS query to such a class and the Tez AM waited in
+    ACCEPTED for ever ("Partition Resource = <memory:0, vCores:0>"). A class with no node that
+    reported lately has nothing in its partition: it is never chosen, alone or among several."""
+    classes = [_cls("a", Pattern.CONSTANT, avg=0.1, peak=0.2, cur=0.1, cores=1000.0),
+               _cls("b", Pattern.PERIODIC, avg=0.3, peak=0.5, cur=0.3, cores=100.0)]
+    selector = ClassSelector(classes)
+    rng = np.random.default_rng(7)
+    before = Counter(c for _ in range(200) for c in selector.select_typed(JobType.MEDIUM, 5, rng).classes)
+    assert before["a"] > 0  # the roomier class is drawn when every class counts
+    selector.set_live({"b"})
+    rng = np.random.default_rng(7)
+    after = [selector.select_typed(JobType.MEDIUM, n, rng).classes for n in (1, 5, 20) for _ in range(100)]
+    assert all(sel == ("b",) for sel in after if sel)
+    assert selector.select_typed(JobType.MEDIUM, 10_000, rng).classes == ()  # b alone cannot hold it: wait
+    selector.set_live(None)  # no report from any node: every class counts again, as from the table alone
+    assert "a" in {c for _ in range(200) for c in selector.select_typed(JobType.MEDIUM, 5, rng).classes}
+
+
+def test_live_classes_survive_new_settings_and_show_in_the_explanation() -> None:
+    selector = ClassSelector([_cls("a", cores=1000.0), _cls("b", cores=100.0)])
+    selector.set_live({"b"})
+    assert selector.live() == {"b"}
+    _, why = selector.explain(Job("j", None, {"Map 1": 1}), np.random.default_rng(0))
+    live = {c["class"]: c["live"] for c in why["candidates"]}  # type: ignore[index, union-attr]
+    assert live == {"a": False, "b": True}
+    with pytest.raises(PolicyError, match="unknown class"):
+        selector.set_live({"nope"})
