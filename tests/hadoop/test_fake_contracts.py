@@ -220,3 +220,140 @@ def test_shim_stubs_match_the_real_classes(hadoop_version: str, tmp_path: Path) 
         problems += [f"{cls}: not in Hadoop {hadoop_version}: {m}" for m in stub_members
                      if m not in real_members and m not in STUB_ONLY.get(cls, set())]
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- the fake scheduler
+
+
+def nm_containers(c: HadoopCluster, host: str) -> dict[str, dict[str, Any]]:
+    """The NodeManager's containers (``GET /ws/v1/node/containers``), id -> record."""
+    with urllib.request.urlopen(f"http://{c.host(host)['nodemanager_http']}/ws/v1/node/containers",
+                                timeout=30) as resp:
+        doc = json.loads(resp.read())
+    items = (doc.get("containers") or {}).get("container") or []
+    return {str(x["id"]): x for x in ([items] if isinstance(items, dict) else items)}
+
+
+def seq(container_id: str) -> tuple[int, int]:
+    """(application attempt, container number) of ``container_<ts>_<app>_<attempt>_<n>``."""
+    parts = container_id.split("_")
+    return int(parts[-2]), int(parts[-1])
+
+
+def held(containers: list[tuple[str, int, int]]) -> list[tuple[bool, int, int]]:
+    """What a node holds, in allocation order: (is the AM, MB, vcores) per container."""
+    return [(seq(cid)[1] == 1, mb, vc) for cid, mb, vc in sorted(containers, key=lambda x: seq(x[0]))]
+
+
+def set_size(url: str, node_id: str, memory_mb: int, vcores: int, timeout_ms: int) -> tuple[int, Any]:
+    return call(url, "POST", f"/ws/v1/cluster/nodes/{urllib.parse.quote(node_id, safe='')}/resource",
+                {"resource": {"memory": memory_mb, "vCores": vcores}, "overCommitTimeout": timeout_ms})
+
+
+@pytest.mark.feature("fakes: the fake scheduler preempts, signals and counts attempts as the real RM and MapReduce")
+def test_fake_scheduler_follows_the_real_rm(hadoop_cluster: HadoopCluster, tmp_path: Path) -> None:
+    """A 3-map sleep job on worker1 alone, and the same job on the fake scheduler, step by step:
+    1. both nodes at the NodeManager's 2,048 MB / 4 vcores: the same containers held (dominant calculator);
+    2. shrunk to the AM + one map with ``overCommitTimeout`` 0: the same ones preempted (the newest,
+       never the AM), the rest kept;
+    3. the surviving map signalled through the RM (``FORCEFUL_SHUTDOWN``): the same answer;
+    4. grown back: the job succeeds on both, with the same killed and failed attempt counts."""
+    from tests.agent.fake_scheduler import DOMINANT_CALCULATOR, SUCCESS, FakeMapReduceJob
+    from tests.hadoop.agent_node import set_node_size
+    from tests.hadoop.test_agent_rm import counter, submit_sleep_job
+
+    c = hadoop_cluster
+    host = "worker1"
+    rm = f"http://{c.info['resourcemanager']['http']}"
+    nodes = c.rm_get("/ws/v1/cluster/nodes")["nodes"]["node"]
+    node = next(n for n in nodes if n["nodeHostName"] == c.ip_of(host))
+    node_id, total = str(node["id"]), node["totalResource"]
+    size = (int(total["memory"]), int(total["vCores"]))
+    fake = FakeResourceManager(version=c.version, calculator=DOMINANT_CALCULATOR)
+    sched = fake.scheduler
+    sched.add_node(node_id, *size)
+    others = [h["name"] for h in c.info["hosts"] if h["nodemanager"] and h["name"] != host]
+    sizes: dict[str, tuple[int, int]] = {}
+    job = None
+    try:
+        for other in others:  # the job's containers go to worker1 only
+            sizes[other] = set_node_size(c, other, 0, 0)
+        job = submit_sleep_job(c, maps=3, map_ms=15_000, log=tmp_path / "job.log")
+
+        def running() -> dict[str, dict[str, Any]]:
+            return {k: v for k, v in nm_containers(c, host).items() if v["state"] == "RUNNING"}
+
+        # 1. allocation: the AM, then as many maps as fit both memory and vcores
+        assert wait_for_maps(running, 3, 300), (running(), (tmp_path / "job.log").read_text()[-3000:])
+        real = running()
+        first = sorted(real, key=seq)
+        am = next(x for x in real.values() if seq(x["id"])[1] == 1)
+        maps = [x for x in real.values() if seq(x["id"])[1] != 1]
+        fake_job = FakeMapReduceJob(sched, 1, maps=3, map_memory_mb=int(maps[0]["totalMemoryNeededMB"]),
+                                    map_vcores=int(maps[0]["totalVCoresNeeded"]),
+                                    am_memory_mb=int(am["totalMemoryNeededMB"]))
+        sched.node_heartbeat(node_id)  # the AM
+        sched.node_heartbeat(node_id)  # its maps
+        real_held = held([(k, int(v["totalMemoryNeededMB"]), int(v["totalVCoresNeeded"])) for k, v in real.items()])
+        fake_held = held([(x.container_id, x.memory_mb, x.vcores) for x in sched.running(node_id)])
+        assert real_held == fake_held, (real_held, fake_held)
+
+        # 2. shrink to the AM and one map, preempting at once
+        keep_mb = int(am["totalMemoryNeededMB"]) + int(maps[0]["totalMemoryNeededMB"])
+        keep_vcores = int(am["totalVCoresNeeded"]) + int(maps[0]["totalVCoresNeeded"])
+        (rs, _), (fs, _) = (set_size(rm, node_id, keep_mb, keep_vcores, 0),
+                            set_size(fake.url, node_id, keep_mb, keep_vcores, 0))
+        assert rs == fs == 200, (rs, fs)
+        assert wait_for_maps(running, 1, 60, exactly=True), running()
+        real_kept = [first.index(cid) for cid in sorted(running(), key=seq)]
+        fake_first = sorted((x.container_id for x in sched.finished + sched.running(node_id)), key=seq)
+        fake_kept = [fake_first.index(x.container_id) for x in sorted(sched.running(node_id),
+                                                                        key=lambda x: seq(x.container_id))]
+        assert real_kept == fake_kept, (real_kept, fake_kept)
+
+        # 3. the surviving map signalled through the RM
+        real_map = next(cid for cid in running() if seq(cid)[1] != 1)
+        fake_map = next(x.container_id for x in sched.running(node_id) if not x.is_am)
+        real_sig = call(rm, "POST", f"/ws/v1/cluster/containers/{real_map}/signal/FORCEFUL_SHUTDOWN")
+        fake_sig = call(fake.url, "POST", f"/ws/v1/cluster/containers/{fake_map}/signal/FORCEFUL_SHUTDOWN")
+        assert (real_sig[0], real_sig[1] is None) == (fake_sig[0], fake_sig[1] is None), (real_sig, fake_sig)
+        assert wait_for_maps(lambda: {k: v for k, v in running().items() if k == real_map}, 0, 60, exactly=True)
+
+        # 4. back to full size: both jobs run to the end
+        (rs, _), (fs, _) = set_size(rm, node_id, *size, -1), set_size(fake.url, node_id, *size, -1)
+        assert rs == fs == 200, (rs, fs)
+        assert job.wait(timeout=600) == 0, (tmp_path / "job.log").read_text()[-4000:]
+        for _ in range(20):
+            if fake_job.state != "RUNNING":
+                break
+            sched.node_heartbeat(node_id)
+            for x in sched.running(node_id):
+                if not x.is_am:
+                    sched.complete(x.container_id, SUCCESS)
+        output = (tmp_path / "job.log").read_text()
+        real_end = ("SUCCEEDED" if "completed successfully" in output else "FAILED",
+                    counter(output, "Killed map tasks"), counter(output, "Failed map tasks"))
+        assert real_end == (fake_job.state, fake_job.killed_attempts, fake_job.failed_attempts), output[-4000:]
+    finally:
+        if job is not None and job.poll() is None:
+            job.kill()
+            job.wait()
+        set_size(rm, node_id, *size, -1)
+        for other, (memory_mb, vcores) in sizes.items():
+            set_node_size(c, other, memory_mb, vcores)
+        fake.close()
+
+
+def wait_for_maps(running: Any, count: int, timeout_s: float, *, exactly: bool = False) -> bool:
+    """Until ``running()`` holds ``count`` map containers (at least, or ``exactly``)."""
+    from tests.hadoop.conftest import wait_for
+
+    def enough() -> bool:
+        n = sum(1 for cid in running() if seq(cid)[1] != 1)
+        return n == count if exactly else n >= count
+
+    try:
+        wait_for(f"{count} map container(s)", enough, timeout_s, interval_s=0.2)
+    except AssertionError:
+        return False
+    return True
