@@ -91,11 +91,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "tests/hadoop/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.hadoop)
-            callspec = getattr(item, "callspec", None)
-            if callspec is not None and "hadoop_version" in callspec.params:
-                # pytest-xdist ``--dist loadgroup``: one version's tests on one worker, so the two
-                # versions' clusters run side by side (``make hadoop-tier``), one cluster per worker.
-                item.add_marker(pytest.mark.xdist_group(f"hadoop-{callspec.params['hadoop_version']}"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (``make hadoop-tier``: ``-n 2``) one version's tests go to one worker, so the
+    versions' clusters run side by side, one per worker, each started once."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByHadoopVersion(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return next((v for v in VERSIONS if nodeid.endswith(f"[{v}]")), nodeid)
+
+    return ByHadoopVersion(config, log)
 
 
 def require_tools() -> None:
