@@ -101,10 +101,13 @@ def test_a_kill_through_the_rm_is_logged_counted_and_listed(hadoop_cluster: Hado
     Each such kill is in ``kills_total`` and ``recent_kills`` (path ``rm-signal``) and in the agent's
     log; MapReduce counts it as a failed attempt (exit 137), as the fake scheduler does."""
     c = hadoop_cluster
-    node = AgentNode(c, "worker1", tmp_path, spike_mb=1000, nodemanager_in_tree=False, reclaim="local")
-    job = None
     others = [h["name"] for h in c.info["hosts"] if h["nodemanager"] and h["name"] != "worker1"]
     sizes: dict[str, tuple[int, int]] = {}
+    # the NodeManager stays up: the size the agent writes would stay after the test (put back below)
+    worker1 = next(n for n in c.rm_get("/ws/v1/cluster/nodes")["nodes"]["node"] if n["nodeHostName"] == c.ip_of("worker1"))
+    sizes["worker1"] = (int(worker1["totalResource"]["memory"]), int(worker1["totalResource"]["vCores"]))
+    node = AgentNode(c, "worker1", tmp_path, spike_mb=1000, nodemanager_in_tree=False, reclaim="local")
+    job = None
     try:
         assert wait_until(lambda: node.explain().get("yarn", {}).get("applied") is not None, 60, step_s=0.5), (
             node.agent.log() if node.agent else "")
@@ -135,6 +138,6 @@ def test_a_kill_through_the_rm_is_logged_counted_and_listed(hadoop_cluster: Hado
         if job is not None and job.poll() is None:
             job.kill()
             job.wait()
+        node.close()  # the agent first: it would write worker1's size again
         for other, (memory_mb, vcores) in sizes.items():
             set_node_size(c, other, memory_mb, vcores)
-        node.close()

@@ -266,9 +266,12 @@ def test_fake_scheduler_follows_the_real_rm(hadoop_cluster: HadoopCluster, tmp_p
     host = "worker1"
     rm = f"http://{c.info['resourcemanager']['http']}"
     nodes = c.rm_get("/ws/v1/cluster/nodes")["nodes"]["node"]
-    node = next(n for n in nodes if n["nodeHostName"] == c.ip_of(host))
-    node_id, total = str(node["id"]), node["totalResource"]
-    size = (int(total["memory"]), int(total["vCores"]))
+    node_id = str(next(n for n in nodes if n["nodeHostName"] == c.ip_of(host))["id"])
+    # both at the NodeManager's configured size (an earlier test's agent may have written another)
+    site = (c.dir / "conf" / host / "yarn-site.xml").read_text()
+    size = tuple(int(site.split(f"<name>{key}</name><value>", 1)[1].split("<", 1)[0])
+                 for key in ("yarn.nodemanager.resource.memory-mb", "yarn.nodemanager.resource.cpu-vcores"))
+    assert set_size(rm, node_id, *size, -1)[0] == 200
     fake = FakeResourceManager(version=c.version, calculator=DOMINANT_CALCULATOR)
     sched = fake.scheduler
     sched.add_node(node_id, *size)
