@@ -111,9 +111,18 @@ def test_down_of_a_stopped_cluster_leaves_its_old_namespace_names_alone(tmp_path
     from scheduler_plugin.testbed import netns
 
     touched: list[str] = []
+
+    def namespace_pids(ns: str) -> list[int]:
+        touched.append(ns)
+        return []
+
+    def remove(bridge: str | None, namespaces: list[str], veths: list[str]) -> list[str]:
+        touched.extend(namespaces)
+        return []
+
     monkeypatch.setattr(netns, "can_isolate", lambda: True)
-    monkeypatch.setattr(netns, "namespace_pids", lambda ns: touched.append(ns) or [])
-    monkeypatch.setattr(netns, "remove", lambda bridge, namespaces, veths: touched.extend(namespaces) or [])
+    monkeypatch.setattr(netns, "namespace_pids", namespace_pids)
+    monkeypatch.setattr(netns, "remove", remove)
     d = tmp_path / "c"
     d.mkdir()
     (d / testbed.STATE_FILE).write_text(json.dumps({"state": "stopped", "processes": [], "bridge": "hvb14",
