@@ -34,12 +34,13 @@ hadoop: $(STAMP)
 	$(BIN)/python -m scheduler_plugin.testbed.versions
 
 # The Python suite, in two processes (pytest-xdist; the tests are independent), then the real-Hadoop
-# tier alone (its clusters need the machine's cores to themselves).
+# tier alone (its clusters need the machine's cores to themselves), one process per Hadoop version
+# (one worker per version, so its cluster is started once: tests/hadoop/conftest.py).
 pytest: $(STAMP)
 	$(BIN)/pytest -q -n 2 --ignore=tests/hadoop
 
 hadoop-tier: $(STAMP) $(if $(HADOOP_TOOLS),hadoop)
-	$(BIN)/pytest -q tests/hadoop
+	$(BIN)/pytest -q -n 2 tests/hadoop
 
 test: lint typecheck pytest hadoop-tier
 

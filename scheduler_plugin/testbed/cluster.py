@@ -406,6 +406,10 @@ def down(directory: Path, *, quiet: bool = False, grace_s: float = 10.0) -> dict
     state = _read_state(directory)
     if state is None:
         raise ClusterError(f"{directory}: no cluster here ({STATE_FILE} missing)")
+    if state.get("state") == "stopped":
+        # Its namespaces and bridge went with it, and their names may be another cluster's by now:
+        # killing what runs in them would stop that cluster.
+        return {"dir": str(directory), "stopped": 0, "state": "stopped"}
     ours = [p for p in state.get("processes", []) if procs.alive(p)]
     pids = [int(p["pid"]) for p in ours]
     for pid in list(pids):

@@ -80,9 +80,9 @@ def site_files(plan: Plan, host: HostPlan) -> dict[str, dict[str, str]]:
         "dfs.namenode.safemode.extension": "0",
         "dfs.namenode.safemode.min.datanodes": "0",
         "dfs.heartbeat.interval": "1",
-        "dfs.namenode.heartbeat.recheck-interval": "10000",
+        "dfs.namenode.heartbeat.recheck-interval": "5000",  # dead after 2 x 5 s + 10 heartbeats: 20 s
         "dfs.namenode.redundancy.interval.seconds": "1",
-        "dfs.namenode.decommission.interval": "5",
+        "dfs.namenode.decommission.interval": "2",
         "dfs.client.block.write.replace-datanode-on-failure.enable": "false",
         "dfs.namenode.datanode.registration.ip-hostname-check": "false",
         "dfs.datanode.data.dir": str(data / "dn"),
@@ -152,6 +152,11 @@ def site_files(plan: Plan, host: HostPlan) -> dict[str, dict[str, str]]:
         "mapreduce.admin.reduce.child.java.opts": "",
         "yarn.app.mapreduce.am.staging-dir": "/tmp/hadoop-yarn/staging",
         "mapreduce.job.ubertask.enable": "false",
+        # A small cluster's waits: the AM asks the RM every 0.3 s (default 1 s) and the job client
+        # polls every 0.3 s (defaults 1 s for progress, 5 s for completion).
+        "yarn.app.mapreduce.am.scheduler.heartbeat.interval-ms": "300",
+        "mapreduce.client.progressmonitor.pollinterval": "300",
+        "mapreduce.client.completion.pollinterval": "300",
         "mapreduce.shuffle.port": str(host.ports.get("shuffle", 13562)),
     })
     files["capacity-scheduler"].update(CAPACITY_SCHEDULER)

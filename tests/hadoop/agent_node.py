@@ -33,7 +33,9 @@ RESERVE_MEMORY_MB = 1024
 
 class AgentNode:
     def __init__(self, cluster: HadoopCluster, host: str, tmp: Path, *, spike_mb: int = 700,
-                 **agent_settings: str) -> None:
+                 nodemanager_in_tree: bool = True, **agent_settings: str) -> None:
+        """``nodemanager_in_tree=False`` leaves the launcher's NodeManager where it is: the agent then
+        sees the NM's containers (REST) but none of their processes, so every kill goes through the RM."""
         self.cluster, self.host, self.tmp, self.spike_mb = cluster, host, tmp, spike_mb
         state = json.loads((cluster.dir / testbed.STATE_FILE).read_text())
         self.record = next(p for p in state["processes"] if p["host"] == host and p["role"] == "nodemanager")
@@ -44,9 +46,11 @@ class AgentNode:
         self.nm_pid: int | None = None
         self.primary: Child | None = None
         self.agent: AgentProcess | None = None
+        self.owns_nodemanager = nodemanager_in_tree
         try:
-            testbed.stop_daemon(cluster.dir, host, "nodemanager")
-            self.start_nodemanager()
+            if nodemanager_in_tree:
+                testbed.stop_daemon(cluster.dir, host, "nodemanager")
+                self.start_nodemanager()
             self.primary = self.node.primary(spike_mb=spike_mb)
             self.node_id = self.wait_registered()
             settings = {"mode": "yarn", "interval-s": "0.5", "scope-root-pid": str(self.node.pid),
@@ -123,6 +127,8 @@ class AgentNode:
             self.agent = None
         self.stop_nodemanager()
         self.node.cleanup()
+        if not self.owns_nodemanager:
+            return
         try:
             testbed.start_daemon(self.cluster.dir, self.host, "nodemanager")
         except testbed.ClusterError:

@@ -30,7 +30,9 @@ the outcome per feature (the test's ``feature`` marker, else its name) and versi
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import json
 import os
 import shutil
@@ -89,6 +91,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "tests/hadoop/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.hadoop)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (``make hadoop-tier``: ``-n 2``) one version's tests go to one worker, so the
+    versions' clusters run side by side, one per worker, each started once."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByHadoopVersion(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return next((v for v in VERSIONS if nodeid.endswith(f"[{v}]")), nodeid)
+
+    return ByHadoopVersion(config, log)
 
 
 def require_tools() -> None:
@@ -174,6 +189,9 @@ class HadoopCluster:
     service: ServiceProcess
     inventory: list[dict[str, str]]
     shim_jar: Path
+    #: The NameNode's JSON hosts file (``CombinedHostFileManager``, every DataNode in service at the
+    #: start), so a test can put a DataNode in maintenance with ``-refreshNodes`` and no restart.
+    dfs_hosts: Path = Path()
 
     # --- names
     def host(self, name: str) -> dict[str, Any]:
@@ -291,6 +309,11 @@ def _prepare(tmp: Path, version: str) -> tuple[dict[tuple[str, str], str], Path,
         # Seen on 3.3.6 (2 of 8 blocks); see docs/hadoop.md, "Test cluster".
         ("hdfs-site", "dfs.namenode.redundancy.considerLoad"): "false",
         ("hdfs-site", "harvest.placement.warn-interval-ms"): "5000",
+        # The JSON hosts file from the start (every DataNode in service): test_maintenance.py then
+        # needs a -refreshNodes, not two NameNode restarts.
+        ("hdfs-site", "dfs.namenode.hosts.provider.classname"):
+            "org.apache.hadoop.hdfs.server.blockmanagement.CombinedHostFileManager",
+        ("hdfs-site", "dfs.hosts"): str(tmp / "dfs.hosts.json"),
         ("core-site", "net.topology.script.file.name"): str(scripts / "topology.py"),
         ("yarn-site", "yarn.nodemanager.node-labels.provider"): "script",
         ("yarn-site", "yarn.nodemanager.node-labels.provider.script.path"): str(scripts / "node_label.py"),
@@ -303,6 +326,7 @@ def _prepare(tmp: Path, version: str) -> tuple[dict[tuple[str, str], str], Path,
     plan = testbed.make_plan(version, datanodes=DATANODES, nodemanagers=NODEMANAGERS, directory=cluster_dir,
                              overrides=overrides, classpath=[str(shim_jar)])
     inventory = _inventory({h.name: h.ip for h in plan.workers})
+    (tmp / "dfs.hosts.json").write_text(json.dumps([{"hostName": h.ip} for h in plan.workers if h.datanode]))
     inv_path = tmp / "inventory.csv"
     with inv_path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(inventory[0]))
@@ -347,7 +371,7 @@ def hadoop_version(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def hadoop_cluster(hadoop_version: str) -> Iterator[HadoopCluster]:
+def hadoop_cluster(hadoop_version: str, request: pytest.FixtureRequest) -> Iterator[HadoopCluster]:
     require_tools()
     # Not under pytest's base temp: other pytest runs on the machine prune it, and a failed run's logs
     # must stay. The next run of the same version clears it.
@@ -359,19 +383,25 @@ def hadoop_cluster(hadoop_version: str) -> Iterator[HadoopCluster]:
             pass
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    _overrides, shim_jar, service, inventory, plan = _prepare(tmp, hadoop_version)
     started = False
-    try:
+    # One start at a time (xdist workers start their versions together): the launcher picks the
+    # first free subnet when it plans and takes it when it starts, and two JVM storms at once
+    # only slow both down.
+    with _start_lock():
+        _overrides, shim_jar, service, inventory, plan = _prepare(tmp, hadoop_version)
         try:
             info = testbed.up(plan, timeout_s=240)
             started = True
         except Exception as exc:  # a cluster that does not start: skip locally, fail under CI
+            if (plan.dir / testbed.STATE_FILE).exists():  # what did start stops again
+                _down(plan.dir)
             message = f"Hadoop {hadoop_version} did not start: {exc} (logs: {plan.dir / 'hosts'})"
             if IN_CI:
                 pytest.fail(message, pytrace=False)
             pytest.skip(message)
+    try:
         service.start()
-        cluster = HadoopCluster(hadoop_version, info, plan.dir, service, inventory, shim_jar)
+        cluster = HadoopCluster(hadoop_version, info, plan.dir, service, inventory, shim_jar, tmp / "dfs.hosts.json")
         report_nodes(cluster)
         sys.stderr.write(f"\nHadoop {hadoop_version}: healthy after {info['startup_s']} s in {plan.dir}\n")
         FIGURES[("start to healthy (4 DataNodes, 3 NodeManagers)", hadoop_version)] = (
@@ -379,15 +409,13 @@ def hadoop_cluster(hadoop_version: str) -> Iterator[HadoopCluster]:
         began = time.monotonic()
         yield cluster
         took = time.monotonic() - began
-        FIGURES[("tests after start-up", hadoop_version)] = f"{took:.0f} s (load {os.getloadavg()[0]:.0f})"
+        if not (request.config.option.keyword or request.config.option.markexpr):  # the whole tier only
+            FIGURES[("tests after start-up", hadoop_version)] = f"{took:.0f} s (load {os.getloadavg()[0]:.0f})"
         sys.stderr.write(f"\nHadoop {hadoop_version}: the tier's tests took {took:.0f} s after start-up\n")
     finally:
         service.stop()
         if started or (plan.dir / testbed.STATE_FILE).exists():
-            try:
-                testbed.down(plan.dir, quiet=True)
-            except Exception as exc:  # noqa: BLE001 (reported, never hides the test's own result)
-                sys.stderr.write(f"harvest hadoop down {plan.dir}: {exc}\n")
+            _down(plan.dir)
         if not os.environ.get("HARVEST_KEEP_HADOOP_DATA"):
             shutil.rmtree(plan.dir / "hosts" / "master" / "data", ignore_errors=True)
             for host in plan.workers:
@@ -433,26 +461,50 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.harvest_version = str(callspec.params["hadoop_version"])
 
 
+def _down(directory: Path) -> None:
+    try:
+        testbed.down(directory, quiet=True)
+    except Exception as exc:  # noqa: BLE001 (reported, never hides the test's own result)
+        sys.stderr.write(f"harvest hadoop down {directory}: {exc}\n")
+
+
+@contextlib.contextmanager
+def _start_lock() -> Iterator[None]:
+    RUNS.mkdir(parents=True, exist_ok=True)
+    with open(RUNS / ".start.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: its figures to the controller
+        for version in {v for _n, v in FIGURES}:
+            (RUNS / version / "figures.json").write_text(json.dumps(
+                {name: value for (name, v), value in FIGURES.items() if v == version}))
+        return
     if not _RESULTS or all(v == "skip" for v in _RESULTS.values()):
         return
+    for version in {v for _f, v in _RESULTS}:
+        dumped = RUNS / version / "figures.json"
+        if dumped.is_file():
+            for name, value in json.loads(dumped.read_text()).items():
+                FIGURES.setdefault((name, version), value)
     write_verified_table(_RESULTS)
 
 
 def write_verified_table(results: dict[tuple[str, str], str]) -> None:
     """Merge this run's outcomes into docs/hadoop-verified.md (rows of features not run are kept)."""
-    table: dict[str, dict[str, str]] = {}
     versions = list(VERSIONS)
-    if VERIFIED_DOC.exists():
-        text = VERIFIED_DOC.read_text().split("Figures of the last run", 1)[0]
-        lines = [ln for ln in text.splitlines() if ln.startswith("|")]
-        if len(lines) >= 2:
-            head = [c.strip() for c in lines[0].strip("|").split("|")]
-            for ln in lines[2:]:
-                cells = [c.strip() for c in ln.strip("|").split("|")]
-                table[cells[0]] = dict(zip(head[1:], cells[1:], strict=False))
+    text = VERIFIED_DOC.read_text() if VERIFIED_DOC.exists() else ""
+    table = _read_table(text.split("Figures of the last run", 1)[0])
+    figures = _read_table(text.split("Figures of the last run", 1)[1]) if "Figures of the last run" in text else {}
     for (feature, version), outcome in results.items():
         table.setdefault(feature, {})[version] = outcome
+    for (name, version), value in FIGURES.items():  # a partial run keeps the other figures
+        figures.setdefault(name, {})[version] = value
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     out = ["# Verified on real Hadoop", "",
            "Written by the real-Hadoop tier (`tests/hadoop/`, `make test`) at the end of its last run; do not",
@@ -465,12 +517,22 @@ def write_verified_table(results: dict[tuple[str, str], str]) -> None:
            "| feature | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
     for feature in sorted(table):
         out.append(f"| {feature} | " + " | ".join(table[feature].get(v, "-") for v in versions) + " |")
-    if FIGURES:
+    if figures:
         out += ["", "Figures of the last run (2-core machine shared with other work; load average in brackets):", "",
                 "| figure | " + " | ".join(versions) + " |", "|---|" + "---|" * len(versions)]
-        for name in sorted({n for n, _v in FIGURES}):
-            out.append(f"| {name} | " + " | ".join(FIGURES.get((name, v), "-") for v in versions) + " |")
+        for name in sorted(figures):
+            out.append(f"| {name} | " + " | ".join(figures[name].get(v, "-") for v in versions) + " |")
     VERIFIED_DOC.write_text("\n".join(out) + "\n")
+
+
+def _read_table(text: str) -> dict[str, dict[str, str]]:
+    """The first markdown table in ``text``: first column -> {column head: cell}."""
+    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
+    if len(lines) < 2:
+        return {}
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = ([c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:])
+    return {cells[0]: dict(zip(head[1:], cells[1:], strict=False)) for cells in rows}
 
 
 def _java_version() -> str:

@@ -1,24 +1,33 @@
-"""Contract tests (issue 36 point 4): the same requests to the suite's fake ResourceManager
-(``tests/agent/fakes.py``, which ``tests/server/fake_rm.py`` and ``tests/agent/fake_scheduler.py`` sit
-on) and to the real one, compared: status, the body's shape (the fields the agent and the service
-read, with their types) and the effect. A disagreement fails, and the fake is the one to fix.
+"""Contract tests (issue 36 point 4): the same requests to the suite's fakes and to the real daemons,
+compared. A disagreement fails, and the fake is the one to fix.
 
-The fake is made the same version as the real RM; node ids and labels are the real cluster's.
+- The fake ResourceManager (``tests/agent/fakes.py``, which ``tests/server/fake_rm.py`` sits on)
+  and the real one: status, the body's shape (the fields the agent and the service read, with their
+  types) and the effect. The fake is made the same version as the real RM; node ids and labels are
+  the real cluster's.
+- The shim's Hadoop stubs (``scheduler_plugin/java/src/test/java/org/apache/hadoop``): ``javap`` of
+  each stub class against the class the version's NameNode loads (its jars): the same declaration
+  and every member the stub declares, as the real class declares it.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from scheduler_plugin.testbed.versions import assemble
 from tests.agent.fakes import FakeResourceManager
-from tests.hadoop.conftest import HadoopCluster
+from tests.hadoop.conftest import REPO, HadoopCluster, require_tools
+from tests.plugins.test_java_stubs import STUB_ONLY, declaration_head, stub_classes
 
 pytestmark = [pytest.mark.hadoop, pytest.mark.timeout(600)]
 
@@ -166,3 +175,43 @@ def test_scheduler_queue_states(pair: tuple[HadoopCluster, FakeResourceManager, 
     fake_leaf = fake["scheduler"]["schedulerInfo"]["queues"]["queue"][0]
     assert covers(shape(leaf), shape(fake_leaf)) == [], (leaf, fake_leaf)
     assert leaf["state"] == fake_leaf["state"] == "RUNNING"
+
+
+# ---------------------------------------------------------------- the shim's stubs
+
+
+def javap_all(classpath: str, classes: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """``javap -protected`` of several classes in one JVM: class -> (declaration, members)."""
+    done = subprocess.run(["javap", "-protected", "-cp", classpath, *classes], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    blocks: list[list[str]] = []
+    for line in done.stdout.splitlines():
+        if line.startswith("Compiled from"):
+            blocks.append([])
+        elif line.strip() and line.strip() != "}":
+            blocks[-1].append(line.strip())
+    assert len(blocks) == len(classes), done.stdout[-3000:]
+    return {cls: (block[0].rstrip(" {"), block[1:]) for cls, block in zip(classes, blocks, strict=True)}
+
+
+@pytest.mark.feature("fakes: the shim's Hadoop stubs declare what the real classes declare")
+def test_shim_stubs_match_the_real_classes(hadoop_version: str, tmp_path: Path) -> None:
+    require_tools()
+    if shutil.which("javap") is None:
+        pytest.skip("needs javap")
+    build = subprocess.run(["bash", str(REPO / "scheduler_plugin" / "java" / "build.sh"), "--compile-tests",
+                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=300, check=False)
+    assert build.returncode == 0, build.stdout + build.stderr
+    classes = stub_classes()
+    stubs = javap_all(str(tmp_path / "classes"), classes)
+    real = javap_all(f"{assemble(hadoop_version).lib}/*", classes)
+    problems = []
+    for cls in classes:
+        (stub_decl, stub_members), (real_decl, real_members) = stubs[cls], real[cls]
+        if declaration_head(stub_decl, cls) != declaration_head(real_decl, cls):
+            problems.append(f"{cls}: stub '{declaration_head(stub_decl, cls)}', Hadoop {hadoop_version} "
+                            f"'{declaration_head(real_decl, cls)}'")
+        problems += [f"{cls}: not in Hadoop {hadoop_version}: {m}" for m in stub_members
+                     if m not in real_members and m not in STUB_ONLY.get(cls, set())]
+    assert not problems, "\n".join(problems)

@@ -102,3 +102,30 @@ def test_status_and_down_of_a_stopped_cluster(tmp_path: Path) -> None:
     assert "error" in report["namenode"]
     assert testbed.down(d, quiet=True) == {"dir": str(d.resolve()), "stopped": 0, "state": "stopped"}
     assert testbed.status(d)["state"] == "stopped"
+
+
+def test_down_of_a_stopped_cluster_leaves_its_old_namespace_names_alone(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stopped cluster's namespace names are free for the next cluster: a second ``down`` of the old
+    directory (as a test session does before clearing it) must not kill what runs there now."""
+    from scheduler_plugin.testbed import netns
+
+    touched: list[str] = []
+
+    def namespace_pids(ns: str) -> list[int]:
+        touched.append(ns)
+        return []
+
+    def remove(bridge: str | None, namespaces: list[str], veths: list[str]) -> list[str]:
+        touched.extend(namespaces)
+        return []
+
+    monkeypatch.setattr(netns, "can_isolate", lambda: True)
+    monkeypatch.setattr(netns, "namespace_pids", namespace_pids)
+    monkeypatch.setattr(netns, "remove", remove)
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / testbed.STATE_FILE).write_text(json.dumps({"state": "stopped", "processes": [], "bridge": "hvb14",
+                                                    "namespaces": ["hv14-worker1"], "veths": ["hv14v1"]}))
+    assert testbed.down(d, quiet=True)["stopped"] == 0
+    assert touched == []
