@@ -37,7 +37,7 @@ hadoop: $(STAMP)
 # tier alone (its clusters need the machine's cores to themselves), one process per Hadoop version
 # (one worker per version, so its cluster is started once: tests/hadoop/conftest.py).
 pytest: $(STAMP)
-	$(BIN)/pytest -q -n 2 --ignore=tests/hadoop
+	$(BIN)/pytest -q -n 2 --ignore=tests/hadoop --durations=20
 
 hadoop-tier: $(STAMP) $(if $(HADOOP_TOOLS),hadoop)
 	$(BIN)/pytest -q -n 2 tests/hadoop
