@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from placement_service import HarvestError
 from placement_service.csvsafe import unescape_table
+from placement_service.validate import short_join
 
 PathLike = str | os.PathLike[str]
 
@@ -113,7 +114,7 @@ def read_table(path: PathLike, required: Sequence[str], optional: Sequence[str] 
         raise TraceError(
             p,
             f"missing column(s) {', '.join(repr(c) for c in missing)}; "
-            f"expected {', '.join(required)} (found {', '.join(names) or 'none'})",
+            f"expected {', '.join(required)} (found {short_join(names) or 'none'})",
         )
     wanted = list(required) + [c for c in optional if c in names]
     try:

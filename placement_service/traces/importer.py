@@ -65,6 +65,7 @@ from placement_service.traces.columns import (
     string_column,
     timestamp_s_column,
 )
+from placement_service.validate import short_join
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +211,7 @@ def _renamed(path: PathLike, table: pa.Table, mapping: Mapping[str, str], requir
     if missing:
         raise TraceError(
             path, f"missing column(s) {', '.join(map(repr, missing))}; map them with NAME=COLUMN "
-            f"(the file has {', '.join(names)})",
+            f"(the file has {short_join(names) or 'none'})",
         )
     return pa.table(out)
 

@@ -342,3 +342,20 @@ def test_state_after_restart_is_unchanged(srv: ServerProc) -> None:
         again.stop()
     print("\nhostile suite outcomes:", dict(sorted(COUNTS.items())))
     assert sum(COUNTS.values()) > 0
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_huge_header_gives_a_short_error(tmp_path: Path, region: Path, capsys: pytest.CaptureFixture[str],
+                                           command: str) -> None:
+    """CI, 2026-11-29 (hypothesis): one 200 KB column name, and ``harvest place --inventory`` echoed
+    the whole header in its error line (200,254 characters). Every command's error names what is
+    wrong in a bounded line, whatever the file holds."""
+    hostile = tmp_path / "input.csv"
+    hostile.write_bytes(b"x" * 200_000 + b"\n1\n")
+    rc = main(_commands(tmp_path, hostile, region)[command])
+    err = capsys.readouterr().err
+    if rc == 2:
+        last = err.strip().splitlines()[-1]
+        assert "error" in last and "Traceback" not in err and len(last) < 1000, (command, len(last), last[:300])
+    else:
+        assert rc == 0, (command, rc, err[-2000:])

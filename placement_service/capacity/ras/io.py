@@ -29,7 +29,7 @@ from placement_service.capacity.ras.domain import (
     Settings,
 )
 from placement_service.csvsafe import unescape_table, write_arrow_csv
-from placement_service.validate import InputError, load_json_file, short_repr
+from placement_service.validate import InputError, load_json_file, short_join, short_repr
 
 REQUIRED_COLUMNS = ("server", "hardware", "datacenter", "msb", "rack", "available", "in_use")
 OPTIONAL_COLUMNS = ("tenant", "environment", "cores", "memory_mb", "storage_gb", "cluster")
@@ -67,7 +67,7 @@ def read_inventory(path: str | Path) -> Region:
     table = read_table(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
-        raise CapacityError(f"{path}: missing column(s) {missing}; found {table.column_names}")
+        raise CapacityError(f"{path}: missing column(s) {missing}; found {short_join(table.column_names) or 'none'}")
     cols = {c: table.column(c).to_pylist() for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in table.column_names}
     n = table.num_rows
     seen: dict[str, int] = {}
