@@ -104,7 +104,7 @@ class _Writer:
         t0 = time.monotonic()
         for attempt in range(3):
             try:
-                self.cluster.webhdfs_put(path, self.payload, replication=3)
+                self.cluster.webhdfs_put(path, self.payload, replication=3, settle=False)
                 return time.monotonic() - t0
             except (urllib.error.HTTPError, AssertionError) as exc:
                 body = exc.read()[:300].decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else ""

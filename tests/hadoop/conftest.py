@@ -224,8 +224,10 @@ class HadoopCluster:
         with urllib.request.urlopen(self.nn_url(f"/jmx?qry={name}"), timeout=30) as resp:
             return dict(json.loads(resp.read())["beans"][0])
 
-    def webhdfs_put(self, path: str, data: bytes, *, block_size: int = 1024 * 1024, replication: int = 3) -> None:
-        """WebHDFS CREATE: the NameNode redirects to a DataNode, which writes the block pipeline."""
+    def webhdfs_put(self, path: str, data: bytes, *, block_size: int = 1024 * 1024, replication: int = 3,
+                    settle: bool = True) -> None:
+        """WebHDFS CREATE: the NameNode redirects to a DataNode, which writes the block pipeline;
+        with ``settle``, then wait until the NameNode knows every replica of every block."""
         query = urllib.parse.urlencode({"op": "CREATE", "user.name": "root", "overwrite": "true",
                                         "blocksize": block_size, "replication": replication})
         req = urllib.request.Request(self.nn_url(f"/webhdfs/v1{path}?{query}"), method="PUT")
@@ -241,6 +243,19 @@ class HadoopCluster:
         put.add_header("Content-Type", "application/octet-stream")
         with urllib.request.urlopen(put, timeout=300) as resp:
             assert resp.status == 201, resp.status
+        if not settle:
+            return
+        # The NameNode closes a file once each block has its minimum replication (1); the other
+        # replicas of the last block show up as their DataNodes report them. A test reading the
+        # locations at once saw 1 of 3 (3.3.6, 2026-11-29). Written means every replica is known.
+        deadline = time.monotonic() + 60
+        while True:
+            blocks = self.block_hosts(path)
+            if all(len(hosts) >= replication for hosts in blocks):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path}: not every block has {replication} replicas 60 s after the write: {blocks}")
+            time.sleep(0.2)
 
     def block_hosts(self, path: str) -> list[list[str]]:
         """The NameNode's own block locations for ``path``: per block, the DataNodes' IP addresses."""
