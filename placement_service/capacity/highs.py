@@ -27,6 +27,10 @@ def new_highs() -> highspy.Highs:
     one, whatever ``output_flag`` is set to afterwards. Our stdout carries a service's ready line and
     the CLI's answers, which supervisors and scripts parse, so that first construction runs with fd 1
     pointed at fd 2: the banner goes to the log beside our other diagnostics.
+
+    Pointing fd 1 elsewhere is process-wide: a line another thread writes to stdout meanwhile goes
+    to stderr too (a ready line lost that way failed the hostile suite once). So the module builds
+    its first instance when it is imported, at a command's start, before any thread of ours runs.
     """
     global _constructed
     with _FIRST:
@@ -85,3 +89,6 @@ def pass_model(
             integrality[j] = highspy.HighsVarType.kInteger
         lp.integrality_ = integrality
     h.passModel(lp)
+
+
+new_highs()  # the banner out now, at import (see new_highs), not when a solver thread runs beside others

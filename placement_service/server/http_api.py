@@ -29,6 +29,7 @@ from placement_service.server.reports import (
     check_name,
     check_place_request,
     parse_report_batch,
+    unknown_field,
 )
 from placement_service.server.service import PlacementService
 from placement_service.server.serving import create_json_app
@@ -334,7 +335,7 @@ def parse_place_request(doc: Any, max_items: int = 10_000) -> tuple[str, int, li
         raise RequestError("body: must be a JSON object", "body")
     unknown = sorted(set(doc) - {"writer", "replicas", "excluded", "block_size", "chosen"})
     if unknown:
-        raise RequestError(f"{unknown[0]}: unknown field", unknown[0])
+        raise unknown_field(unknown[0])
     return check_place_request(doc.get("writer"), doc.get("replicas", 3), doc.get("excluded", []),
                                doc.get("block_size", 0), doc.get("chosen", []), max_items)
 
@@ -355,7 +356,7 @@ def parse_reimages(doc: Any, now_s: float, max_future_s: float) -> list[tuple[st
             raise RequestError(f"{where}: must be an object", where)
         unknown = sorted(set(e) - {"node", "timestamp", "how"})
         if unknown:
-            raise RequestError(f"{where}.{unknown[0]}: unknown field", f"{where}.{unknown[0]}")
+            raise unknown_field(unknown[0], where)
         node = check_name(e.get("node"), f"{where}.node")
         ts = validate.check_finite(e.get("timestamp"), f"{where}.timestamp", minimum=now_s - REIMAGE_MAX_AGE_S,
                                    maximum=now_s + max_future_s)

@@ -45,6 +45,14 @@ class RequestError(InputError):
         self.status = status
 
 
+def unknown_field(key: str, where: str = "") -> RequestError:
+    """The error for an unknown key of a request object: the field named so that it is never empty
+    and stays short (an empty key or a 100 KB one, as hostile bodies send)."""
+    name = key if key and key.isprintable() and len(key) <= 60 else repr(key[:57] + ("..." if len(key) > 57 else ""))
+    field = f"{where}.{name}" if where else name
+    return RequestError(f"{field}: unknown field", field)
+
+
 class NotFoundError(RequestError):
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message, field, status=404)
@@ -141,7 +149,7 @@ def parse_report(doc: object, where: str, now_s: float, max_future_s: float,
         raise RequestError(f"{where}: must be an object, got {type(doc).__name__}", where)
     unknown = sorted(set(doc) - set(REQUIRED_FIELDS) - set(OPTIONAL_FIELDS))
     if unknown:
-        raise RequestError(f"{where}.{unknown[0]}: unknown field", f"{where}.{unknown[0]}")
+        raise unknown_field(unknown[0], where)
     for name in REQUIRED_FIELDS:
         if name not in doc:
             raise RequestError(f"{where}.{name}: missing required field", f"{where}.{name}")
@@ -195,7 +203,7 @@ def parse_report_batch(doc: object, now_s: float, max_future_s: float, max_repor
         raise RequestError("body: must be a JSON object with a 'reports' list", "body")
     unknown = sorted(set(doc) - {"reports"})
     if unknown:
-        raise RequestError(f"{unknown[0]}: unknown field", unknown[0])
+        raise unknown_field(unknown[0])
     items = doc.get("reports")
     if not isinstance(items, list):
         raise RequestError("reports: must be a list", "reports")

@@ -97,3 +97,16 @@ def test_openapi_report_schema_matches_the_validator() -> None:
     assert set(schema["required"]) == set(REQUIRED_FIELDS)
     assert set(schema["properties"]) == set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS)
     assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("key", ["", "x" * 100_000, "a\nb"])
+def test_an_unknown_key_is_named_short_and_never_empty(key: str) -> None:
+    """Hypothesis (2026-11-29): a body with the key "" answered field "" (a 4xx naming nothing); a
+    100 KB key was echoed whole. Every unknown-field error names the key, non-empty and short."""
+    from placement_service.server.http_api import parse_place_request
+    from placement_service.server.reports import RequestError, parse_report_batch
+
+    for parse in (lambda: parse_place_request({key: 1}), lambda: parse_report_batch({key: 1}, 0.0, 60.0, 10)):
+        with pytest.raises(RequestError) as err:
+            parse()
+        assert err.value.field and len(err.value.field) <= 80 and "unknown field" in str(err.value), err.value.field

@@ -80,6 +80,9 @@ def http_pusher(urls: dict[str, str], token: str | None, timeout_s: float = 5.0)
 def run(args: argparse.Namespace) -> int:
     """Start the capacity service on the project's one serving layer (``server/serving.py``): the
     data-dir lock, the token check, the hardened HTTP server and its limits, as ``harvest serve``."""
+    # Before any thread starts: importing it writes HiGHS's banner to stderr now (capacity/highs.py),
+    # not while the solver thread runs beside the line this command prints on stdout.
+    from placement_service.capacity import highs  # noqa: F401
     from placement_service.capacity.ras import io
     from placement_service.capacity.ras.api import create_app
     from placement_service.capacity.ras.loop import CapacityLoop, LoopConfig, run_pusher, run_solver
