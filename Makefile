@@ -40,7 +40,7 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q -n 2 --ignore=tests/hadoop --durations=20
 
 hadoop-tier: $(STAMP) $(if $(HADOOP_TOOLS),hadoop)
-	$(BIN)/pytest -q -n 2 tests/hadoop
+	$(BIN)/pytest -q -n 2 tests/hadoop --durations=15
 
 test: lint typecheck pytest hadoop-tier
 
