@@ -46,7 +46,10 @@ class TraceError(HarvestError):
         self.row = row
         self.column = column
         self.detail = detail
-        where = ([f"row {row}"] if row is not None else []) + ([f"column {column!r}"] if column is not None else [])
+        # The column name and the detail come from the file: an error line stays short whatever it holds.
+        shown = None if column is None else (column if len(column) <= 60 else column[:57] + "...")
+        detail = detail if len(detail) <= 600 else detail[:597] + "..."
+        where = ([f"row {row}"] if row is not None else []) + ([f"column {shown!r}"] if shown is not None else [])
         super().__init__(f"{self.path}: {', '.join(where)}: {detail}" if where else f"{self.path}: {detail}")
 
 

@@ -202,7 +202,7 @@ def _renamed(path: PathLike, table: pa.Table, mapping: Mapping[str, str], requir
     out: dict[str, pa.ChunkedArray] = {}
     for contract, source in mapping.items():
         if source not in names:
-            raise TraceError(path, f"no column {source!r} (mapped to {contract!r}); the file has {', '.join(names)}")
+            raise TraceError(path, f"no column {source!r} (mapped to {contract!r}); the file has {short_join(names)}")
         out[contract] = table.column(source)
     for contract in names:
         if contract not in out and contract not in mapping.values():
@@ -277,7 +277,7 @@ def import_utilization(
     else:
         time_col = mapping.get("timestamp", "timestamp" if "timestamp" in table.column_names else table.column_names[0])
         if time_col not in table.column_names:
-            raise TraceError(path, f"no time column {time_col!r}; the file has {', '.join(table.column_names)}")
+            raise TraceError(path, f"no time column {time_col!r}; the file has {short_join(table.column_names)}")
         servers = [c for c in table.column_names if c != time_col]
         if not servers:
             raise TraceError(path, "wide layout: expected a time column and at least one server column")

@@ -344,14 +344,17 @@ def test_state_after_restart_is_unchanged(srv: ServerProc) -> None:
     assert sum(COUNTS.values()) > 0
 
 
+@pytest.mark.parametrize("content", [b"x" * 200_000 + b"\n1\n", b"x" * 200_000 + b",y\n1,2\n"],
+                         ids=["one column", "two columns"])
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_huge_header_gives_a_short_error(tmp_path: Path, region: Path, capsys: pytest.CaptureFixture[str],
-                                           command: str) -> None:
+                                           command: str, content: bytes) -> None:
     """CI, 2026-11-29 (hypothesis): one 200 KB column name, and ``harvest place --inventory`` echoed
-    the whole header in its error line (200,254 characters). Every command's error names what is
+    the whole header in its error line (200,254 characters); ``harvest import`` did the same in a
+    row error naming the column. Every command's error names what is
     wrong in a bounded line, whatever the file holds."""
     hostile = tmp_path / "input.csv"
-    hostile.write_bytes(b"x" * 200_000 + b"\n1\n")
+    hostile.write_bytes(content)
     rc = main(_commands(tmp_path, hostile, region)[command])
     err = capsys.readouterr().err
     if rc == 2:
