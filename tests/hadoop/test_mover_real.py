@@ -75,6 +75,24 @@ def _risky(c: HadoopCluster, hosts: list[str]) -> tuple[str, set[str]]:
     return risky, {w for w, (t, _rack) in WORKERS.items() if t == tenant_of[risky]}
 
 
+def _write_on_search_and_mail(c: HadoopCluster, path: str, seed: int) -> list[str]:
+    """The test's setup: a block on search and mail, as the service places it while ads is busy.
+
+    In the full tier, right after the maintenance test, the NameNode once placed this block the
+    stock way (on ads) although the service had answered search + mail (2026-11-29, cause not found:
+    docs/hadoop.md). The setup is retried past the shim's cool-down; the mover is what is under test.
+    """
+    tenant_of = {c.ip_of(w): t for w, (t, _rack) in WORKERS.items()}
+    hosts: list[str] = []
+    for _ in range(5):
+        c.webhdfs_put(path, _payload(seed), replication=2)
+        hosts = c.block_hosts(path)[0]
+        if {tenant_of[h] for h in hosts} == {"search", "mail"}:
+            break
+        time.sleep(3.5)  # past harvest.placement.cooldown-ms (3000)
+    return hosts
+
+
 def _mover(c: HadoopCluster) -> dict:  # type: ignore[type-arg]
     status, doc = c.service.call("GET", "/v1/mover")
     assert status == 200, doc
@@ -100,8 +118,7 @@ def test_mover_moves_a_replica_off_busy_tenants_and_survives_a_kill(hadoop_clust
         # Written while ads is busy: the block lands on search and mail. Moving its mail replica to
         # ads keeps the durability exposure (grid row 1 <= 2); the other way round the core refuses.
         report_nodes(c, busy={"worker3"})
-        c.webhdfs_put("/mover/a.bin", _payload(1), replication=2)
-        before = c.block_hosts("/mover/a.bin")[0]
+        before = _write_on_search_and_mail(c, "/mover/a.bin", 1)
         risky, busy = _risky(c, before)
         keep = next(h for h in before if h != risky)
         watch = _Watch(c, "/mover/a.bin")
@@ -127,9 +144,9 @@ def test_mover_moves_a_replica_off_busy_tenants_and_survives_a_kill(hadoop_clust
 
         # 2. The service killed with SIGKILL mid-move: nothing lost, the factor set back on restart.
         report_nodes(c, busy={"worker3"})
-        c.webhdfs_put("/mover/b.bin", _payload(2), replication=2)
+        hosts_b = _write_on_search_and_mail(c, "/mover/b.bin", 2)
         data = _read(c, "/mover/b.bin")
-        risky_b, busy_b = _risky(c, c.block_hosts("/mover/b.bin")[0])
+        risky_b, busy_b = _risky(c, hosts_b)
         watch = _Watch(c, "/mover/b.bin")
         report_nodes(c, busy=busy_b)
         journal = c.service.tmp / "data" / "mover-journal.json"
