@@ -114,31 +114,29 @@ def _figures(records: list[dict[str, Any]], summary: list[dict[str, Any]], out: 
     plt.close(fig)
     names.append("job_time.png")
     # 2. kills and failures per mode
-    fig, ax = plt.subplots(figsize=(5, 3))
     rows = [r for r in summary if r["mode"] != "baseline"]
-    xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r["killed_attempts"] or 0 for r in rows], 0.4, label="killed")
-    ax.bar([x + 0.2 for x in xs], [r["failed_attempts"] or 0 for r in rows], 0.4, label="failed")
-    ax.set_xticks(list(xs), [r["mode"] for r in rows])
-    ax.set_ylabel("task attempts")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "kills.png", dpi=100)
-    plt.close(fig)
-    names.append("kills.png")
+    names.append(_paired_bars(plt, out / "kills.png", rows, ("killed_attempts", "killed"),
+                              ("failed_attempts", "failed"), "task attempts"))
     # 3. primary latency per mode vs the baseline
+    names.append(_paired_bars(plt, out / "latency.png", summary, ("primary_p50_ms", "p50"),
+                              ("primary_p99_ms", "p99"), "primary probe latency (ms)"))
+    return names
+
+
+def _paired_bars(plt: Any, path: Path, rows: list[dict[str, Any]], left: tuple[str, str],
+                 right: tuple[str, str], ylabel: str) -> str:
+    """Two bars per mode (``(key, legend)`` each, a missing value as 0) into ``path``; its name."""
     fig, ax = plt.subplots(figsize=(5, 3))
-    xs = range(len(summary))
-    ax.bar([x - 0.2 for x in xs], [r["primary_p50_ms"] or 0 for r in summary], 0.4, label="p50")
-    ax.bar([x + 0.2 for x in xs], [r["primary_p99_ms"] or 0 for r in summary], 0.4, label="p99")
-    ax.set_xticks(list(xs), [r["mode"] for r in summary])
-    ax.set_ylabel("primary probe latency (ms)")
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r[left[0]] or 0 for r in rows], 0.4, label=left[1])
+    ax.bar([x + 0.2 for x in xs], [r[right[0]] or 0 for r in rows], 0.4, label=right[1])
+    ax.set_xticks(list(xs), [r["mode"] for r in rows])
+    ax.set_ylabel(ylabel)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "latency.png", dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    names.append("latency.png")
-    return names
+    return path.name
 
 
 def write_report(records_path: Path, out: Path, *, figures: bool = True) -> Path:

@@ -129,15 +129,23 @@ def _history(cfg: UpConfig, directory: Path, log: Path) -> tuple[Path, dict[str,
     return hist / "utilization.csv.gz", dict(json.loads(classes.read_text()))
 
 
-def _overrides(scripts: Path, service_http: str, token_file: Path) -> dict[tuple[str, str], str]:
-    """The cluster's properties as the real-Hadoop tier sets them (tests/hadoop/conftest.py)."""
+def harvest_overrides(scripts: Path, service_http: str, token_file: Path) -> dict[tuple[str, str], str]:
+    """The properties that wire a cluster to harvest: the shim asking the service, the topology
+    script, the NodeManagers' script label provider. The testbed and the real-Hadoop tier
+    (tests/hadoop/conftest.py) both start their clusters with these."""
     return {
         ("hdfs-site", "dfs.block.replicator.classname"): "org.harvest.hdfs.HarvestBlockPlacementPolicy",
         ("hdfs-site", "harvest.placement.url"): f"{service_http}/v1/blocks/place",
         ("hdfs-site", "harvest.placement.token-file"): str(token_file),
+        # 150 ms (the default read timeout) is often too short for a Python service on a shared 2-core
+        # machine at load 15: the shim then places blocks the stock way.
         ("hdfs-site", "harvest.placement.read-timeout-ms"): "3000",
         ("hdfs-site", "harvest.placement.connect-timeout-ms"): "1000",
         ("hdfs-site", "harvest.placement.cooldown-ms"): "3000",
+        # The NameNode's load rule (a DataNode with more than twice the average transfer threads is
+        # "too busy") rejects, on a 4-DataNode cluster, the writing DataNode among the service's
+        # three targets for some blocks; the shim then places the block the stock way, busy node
+        # included. Seen on 3.3.6 (2 of 8 blocks); see docs/hadoop.md, "Test cluster".
         ("hdfs-site", "dfs.namenode.redundancy.considerLoad"): "false",
         ("hdfs-site", "harvest.placement.warn-interval-ms"): "5000",
         ("core-site", "net.topology.script.file.name"): str(scripts / "topology.py"),
@@ -221,7 +229,7 @@ def up(cfg: UpConfig) -> dict[str, Any]:
         t0 = time.monotonic()
         scripts = directory / "scripts"
         plan = cluster.make_plan(cfg.version, datanodes=cfg.workers, nodemanagers=cfg.workers,
-                                 directory=directory / "cluster", overrides=_overrides(scripts, svc["http"], token_file),
+                                 directory=directory / "cluster", overrides=harvest_overrides(scripts, svc["http"], token_file),
                                  isolate=cfg.isolate)
         say(f"2/5 scripts, topology map, HDFS shim for Hadoop {plan.version}")
         if not plan.layout.is_assembled():
@@ -232,7 +240,7 @@ def up(cfg: UpConfig) -> dict[str, Any]:
         _topology(plan, tenants, scripts, log)
         shim = _shim(plan, directory, log)
         plan = cluster.make_plan(cfg.version, datanodes=cfg.workers, nodemanagers=cfg.workers,
-                                 directory=directory / "cluster", overrides=_overrides(scripts, svc["http"], token_file),
+                                 directory=directory / "cluster", overrides=harvest_overrides(scripts, svc["http"], token_file),
                                  classpath=[str(shim)], isolate=cfg.isolate)
         mark("prepare", t0)
 

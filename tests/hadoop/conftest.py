@@ -52,6 +52,7 @@ from typing import Any
 import pytest
 
 from scheduler_plugin.testbed import cluster as testbed
+from scheduler_plugin.testbed.testbed import harvest_overrides
 from scheduler_plugin.testbed.versions import VERSIONS, assemble, tools_missing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -310,32 +311,12 @@ def _prepare(tmp: Path, version: str) -> tuple[dict[tuple[str, str], str], Path,
     cluster_dir = tmp / "cluster"
     service = ServiceProcess(tmp, [])
     overrides = {
-        ("hdfs-site", "dfs.block.replicator.classname"): "org.harvest.hdfs.HarvestBlockPlacementPolicy",
-        ("hdfs-site", "harvest.placement.url"): f"{service.http}/v1/blocks/place",
-        ("hdfs-site", "harvest.placement.token-file"): str(service.token_file),
-        # 150 ms (the default read timeout) is often too short for a Python service on a shared 2-core
-        # machine at load 15: the shim then places blocks the stock way, which the tests would see.
-        ("hdfs-site", "harvest.placement.read-timeout-ms"): "3000",
-        ("hdfs-site", "harvest.placement.connect-timeout-ms"): "1000",
-        ("hdfs-site", "harvest.placement.cooldown-ms"): "3000",
-        # The NameNode's load rule (a DataNode with more than twice the average transfer threads is
-        # "too busy") rejects, on a 4-DataNode cluster, the writing DataNode among the service's three
-        # targets for some blocks; the shim then places the block the stock way, busy node included.
-        # Seen on 3.3.6 (2 of 8 blocks); see docs/hadoop.md, "Test cluster".
-        ("hdfs-site", "dfs.namenode.redundancy.considerLoad"): "false",
-        ("hdfs-site", "harvest.placement.warn-interval-ms"): "5000",
+        **harvest_overrides(scripts, service.http, service.token_file),
         # The JSON hosts file from the start (every DataNode in service): test_maintenance.py then
         # needs a -refreshNodes, not two NameNode restarts.
         ("hdfs-site", "dfs.namenode.hosts.provider.classname"):
             "org.apache.hadoop.hdfs.server.blockmanagement.CombinedHostFileManager",
         ("hdfs-site", "dfs.hosts"): str(tmp / "dfs.hosts.json"),
-        ("core-site", "net.topology.script.file.name"): str(scripts / "topology.py"),
-        ("yarn-site", "yarn.nodemanager.node-labels.provider"): "script",
-        ("yarn-site", "yarn.nodemanager.node-labels.provider.script.path"): str(scripts / "node_label.py"),
-        ("yarn-site", "yarn.nodemanager.node-labels.provider.script.opts"):
-            "--state-dir={dir}/hosts/{host}/agent,--max-age-s=3600",
-        ("yarn-site", "yarn.nodemanager.node-labels.provider.fetch-interval-ms"): "2000",
-        ("yarn-site", "yarn.nodemanager.node-labels.resync-interval-ms"): "2000",
         **EXTRA_OVERRIDES,
     }
     plan = testbed.make_plan(version, datanodes=DATANODES, nodemanagers=NODEMANAGERS, directory=cluster_dir,
